@@ -1,0 +1,67 @@
+// Command mcs-registry serves the registry of a Multi-Cluster Services clusterset: gRPC on
+// :9090, the same API as JSON on :8080, and /metrics, /healthz and /readyz on :9091.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/app"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/version"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg app.Config
+	fs := flag.NewFlagSet("mcs-registry", flag.ContinueOnError)
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", ":9090", "Address of the gRPC listener.")
+	fs.StringVar(&cfg.RESTAddr, "rest-addr", ":8080", "Address of the REST (JSON) listener.")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", ":9091", "Address of the admin listener: /metrics, /healthz, /readyz. Always plaintext.")
+	fs.StringVar(&cfg.Store, "store", "memory", "Store: memory (one replica; a restart loses every record).")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate; with --tls-key-file, serves TLS on the gRPC and REST listeners.")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file.")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 16<<20, "Largest request accepted, in bytes (1 MiB to 256 MiB).")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "How long a graceful shutdown waits for in-flight requests.")
+	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
+	logFormat := fs.String("log-format", "json", "Log format: json or text.")
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("mcs-registry", version.Version)
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-registry: --log-level: %v\n", err)
+		return 2
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	switch *logFormat {
+	case "json":
+		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	case "text":
+		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	default:
+		fmt.Fprintf(os.Stderr, "mcs-registry: --log-format: %q must be json or text\n", *logFormat)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := app.Run(ctx, cfg, log.With("version", version.Version), nil); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-registry: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,256 @@
+// Package app assembles the mcs-registry process: the store, the imports cache, the gRPC
+// server, the REST gateway and the admin endpoints, and shuts them down in order.
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
+)
+
+// Config is the registry's configuration, one field per flag.
+type Config struct {
+	GRPCAddr        string
+	RESTAddr        string
+	AdminAddr       string
+	Store           string
+	TLSCertFile     string
+	TLSKeyFile      string
+	MaxRequestBytes int
+	ShutdownTimeout time.Duration
+}
+
+// Validate checks the configuration before anything starts.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Store {
+	case "memory":
+	default:
+		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory", c.Store))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
+	}
+	if c.MaxRequestBytes < 1<<20 || c.MaxRequestBytes > 256<<20 {
+		errs = append(errs, fmt.Errorf("--max-request-bytes: %d is out of range, must be between 1 MiB and 256 MiB", c.MaxRequestBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends, then shuts down gracefully. ready is called once every
+// listener is bound, with their addresses (useful when a port is 0).
+func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr, restAddr, adminAddr net.Addr)) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var tlsCert *tls.Certificate
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file/--tls-key-file: load key pair: %w", err)
+		}
+		tlsCert = &cert
+	}
+	var st store.Store = memory.New()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	runCtx, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	cache := imports.New(imports.Options{Store: st, Logger: log, Observer: m.observer()})
+	go func() {
+		if err := cache.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("imports cache stopped", "error", err)
+		}
+	}()
+
+	draining := make(chan struct{})
+	var shuttingDown atomic.Bool
+	svc := server.New(server.Options{Store: st, Cache: cache, Logger: log, Draining: draining})
+
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		grpc.ChainUnaryInterceptor(m.unary),
+		grpc.ChainStreamInterceptor(m.stream),
+		// Controllers keep watches open for hours; allow their keepalive pings.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	internalGRPC := grpc.NewServer(grpcOpts...)
+	if tlsCert != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*tlsCert}, MinVersion: tls.VersionTLS12})))
+	}
+	grpcServer := grpc.NewServer(grpcOpts...)
+	healthServer := health.NewServer()
+	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
+		registryv1.RegisterRegistryServiceServer(s, svc)
+		healthpb.RegisterHealthServer(s, healthServer)
+	}
+	reflection.Register(grpcServer)
+
+	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("--grpc-addr: %w", err)
+	}
+	restLis, err := net.Listen("tcp", cfg.RESTAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("--rest-addr: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		grpcLis.Close()
+		restLis.Close()
+		return fmt.Errorf("--admin-addr: %w", err)
+	}
+
+	// The REST gateway calls the service through an in-process gRPC connection, so
+	// streaming works over REST and TLS is terminated once, at the REST listener.
+	inproc := bufconn.Listen(1 << 20)
+	conn, err := grpc.NewClient("passthrough:///registry",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(cfg.MaxRequestBytes)))
+	if err != nil {
+		return fmt.Errorf("connect the REST gateway: %w", err)
+	}
+	defer conn.Close()
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &compactJSON{JSONPb: runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+		}}),
+	)
+	if err := registryv1.RegisterRegistryServiceHandler(ctx, gw, conn); err != nil {
+		return fmt.Errorf("register the REST gateway: %w", err)
+	}
+	restHandler := http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes))
+	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: 10 * time.Second}
+	if tlsCert != nil {
+		restServer.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*tlsCert}, MinVersion: tls.VersionTLS12}
+	} else {
+		restServer.Protocols = new(http.Protocols)
+		restServer.Protocols.SetHTTP1(true)
+		restServer.Protocols.SetUnencryptedHTTP2(true)
+	}
+
+	adminMux := http.NewServeMux()
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	adminMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if shuttingDown.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Ping(pctx); err != nil {
+			http.Error(w, "store not reachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	adminServer := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 4)
+	go func() { errc <- serveErr("grpc", grpcServer.Serve(grpcLis)) }()
+	go func() { errc <- serveErr("internal grpc", internalGRPC.Serve(inproc)) }()
+	go func() {
+		if tlsCert != nil {
+			errc <- serveErr("rest", restServer.ServeTLS(restLis, "", ""))
+		} else {
+			errc <- serveErr("rest", restServer.Serve(restLis))
+		}
+	}()
+	go func() { errc <- serveErr("admin", adminServer.Serve(adminLis)) }()
+	log.Info("mcs-registry serving", "grpc", grpcLis.Addr().String(), "rest", restLis.Addr().String(), "admin", adminLis.Addr().String(),
+		"store", cfg.Store, "tls", tlsCert != nil)
+	if ready != nil {
+		ready(grpcLis.Addr(), restLis.Addr(), adminLis.Addr())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	// Shut down: fail readiness, end watches so clients move to another replica, let
+	// in-flight requests finish, then stop.
+	log.Info("mcs-registry shutting down", "timeout", cfg.ShutdownTimeout)
+	shuttingDown.Store(true)
+	healthServer.Shutdown()
+	close(draining)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() {
+		grpcServer.GracefulStop()
+		close(stopped)
+	}()
+	_ = restServer.Shutdown(sctx)
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		grpcServer.Stop()
+	}
+	internalGRPC.Stop()
+	_ = adminServer.Shutdown(sctx)
+	stopBackground()
+	log.Info("mcs-registry stopped")
+	return runErr
+}
+
+func serveErr(name string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return fmt.Errorf("%s server: %w", name, err)
+}
+
+// compactJSON is the gateway's marshaler with whitespace removed: protojson varies its
+// spacing on purpose, and users grep the output (for "state":"LEASE_STATE_ACTIVE").
+type compactJSON struct {
+	runtime.JSONPb
+}
+
+func (c *compactJSON) Marshal(v any) ([]byte, error) {
+	b, err := c.JSONPb.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b, nil
+	}
+	return buf.Bytes(), nil
+}

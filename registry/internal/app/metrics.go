@@ -1,0 +1,82 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+)
+
+// metrics are the registry's Prometheus metrics, registered on the process's own registry.
+// docs/configuration.md lists each one.
+type metrics struct {
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	watches       prometheus.Gauge
+	watchMessages *prometheus.CounterVec
+	recomputes    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_registry_requests_total",
+			Help: "gRPC requests handled (REST requests included), by method and status code.",
+		}, []string{"method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcs_registry_request_duration_seconds",
+			Help:    "Time to handle a unary gRPC request, by method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"method"}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcs_registry_watches",
+			Help: "Open WatchImports streams.",
+		}),
+		watchMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_registry_watch_messages_total",
+			Help: "Messages sent on WatchImports streams, by kind (snapshot or delta).",
+		}, []string{"kind"}),
+		recomputes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_registry_import_recomputes_total",
+			Help: "ServiceImport merges, by whether the result changed (true or false).",
+		}, []string{"changed"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes)
+	return m
+}
+
+func (m *metrics) observer() imports.Observer {
+	changed, unchanged := m.recomputes.WithLabelValues("true"), m.recomputes.WithLabelValues("false")
+	snap, delta := m.watchMessages.WithLabelValues("snapshot"), m.watchMessages.WithLabelValues("delta")
+	return imports.Observer{
+		Recomputed: func(c bool) {
+			if c {
+				changed.Inc()
+			} else {
+				unchanged.Inc()
+			}
+		},
+		Snapshot: snap.Inc,
+		Delta:    delta.Inc,
+	}
+}
+
+func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
+	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
+	return resp, err
+}
+
+func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m.watches.Inc()
+	defer m.watches.Dec()
+	err := handler(srv, ss)
+	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
+	return err
+}

@@ -1,0 +1,136 @@
+package imports
+
+import (
+	"context"
+	"errors"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// ErrWatchEnded is returned by Next when the cache dropped the watched clusterset (for
+// example after a store error); the client watches again and gets a snapshot.
+var ErrWatchEnded = errors.New("watch ended by the registry; watch again")
+
+// Watcher follows one clusterset's imports. Writers never wait for a watcher: they only
+// wake it, and a watcher that falls behind the kept history gets a snapshot instead of the
+// changes it missed.
+type Watcher struct {
+	set    *set
+	filter Filter
+	wake   chan struct{}
+	// cursor is the revision the watcher has been sent; -1 until its first snapshot.
+	cursor int64
+	gone   bool
+}
+
+// Watch starts a watch. It resumes after resumeRevision when resumeEpoch is this cache's
+// epoch and the changes after that revision are still held; otherwise the first Next
+// returns a snapshot.
+func (c *Cache) Watch(ctx context.Context, clusterset string, f Filter, resumeEpoch string, resumeRevision int64) (*Watcher, error) {
+	s, err := c.loaded(ctx, clusterset)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{set: s, filter: f, wake: make(chan struct{}, 1), cursor: -1}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if resumeEpoch == c.epoch && resumeRevision > 0 && s.resumableLocked(resumeRevision) {
+		w.cursor = resumeRevision
+	}
+	s.watchers[w] = struct{}{}
+	return w, nil
+}
+
+// resumableLocked reports whether every change after rev is still in the log.
+func (s *set) resumableLocked(rev int64) bool {
+	if rev > s.revision {
+		return false
+	}
+	if rev == s.revision {
+		return true
+	}
+	return len(s.log) > 0 && s.log[0].rev <= rev+1
+}
+
+// Close stops the watch.
+func (w *Watcher) Close() {
+	w.set.mu.Lock()
+	defer w.set.mu.Unlock()
+	delete(w.set.watchers, w)
+}
+
+// Next blocks until there is something to send and returns it: a snapshot first (unless
+// resumed), then deltas holding every import changed since the last response.
+func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, error) {
+	s := w.set
+	for {
+		s.mu.Lock()
+		if w.gone || s.closed {
+			s.mu.Unlock()
+			return nil, ErrWatchEnded
+		}
+		if w.cursor < 0 || !s.resumableLocked(w.cursor) {
+			resp := &registryv1.WatchImportsResponse{
+				Epoch: s.cache.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter),
+			}
+			w.cursor = s.revision
+			s.mu.Unlock()
+			if f := s.cache.obs.Snapshot; f != nil {
+				f()
+			}
+			return resp, nil
+		}
+		if w.cursor < s.revision {
+			resp := w.deltaLocked()
+			s.mu.Unlock()
+			if resp != nil {
+				if f := s.cache.obs.Delta; f != nil {
+					f()
+				}
+				return resp, nil
+			}
+			continue
+		}
+		s.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// deltaLocked builds the changes since the cursor and moves the cursor; nil when none of
+// them passes the filter.
+func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
+	s := w.set
+	seen := map[store.ServiceKey]bool{}
+	resp := &registryv1.WatchImportsResponse{Epoch: s.cache.epoch, Revision: s.revision}
+	// The log is ordered by revision; find the first entry after the cursor.
+	lo, hi := 0, len(s.log)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if s.log[mid].rev <= w.cursor {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	for _, e := range s.log[lo:] {
+		if seen[e.key] || !w.filter.match(e.key) {
+			continue
+		}
+		seen[e.key] = true
+		if imp, ok := s.imports[e.key]; ok {
+			resp.Upserts = append(resp.Upserts, w.filter.view(imp))
+		} else {
+			resp.Deletes = append(resp.Deletes, &registryv1.ServiceKey{Namespace: e.key.Namespace, Name: e.key.Name})
+		}
+	}
+	w.cursor = s.revision
+	if len(resp.Upserts) == 0 && len(resp.Deletes) == 0 {
+		return nil
+	}
+	return resp
+}

@@ -1,0 +1,203 @@
+// Package merge computes ServiceImports from exports: one pure, deterministic function of
+// the stored facts and the current time, the same in every registry replica (KEP-1645).
+package merge
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// DefaultClientIPTimeoutSeconds is Kubernetes' default ClientIP affinity timeout, used to
+// compare an export that leaves it unset with one that sets it.
+const DefaultClientIPTimeoutSeconds = 10800
+
+// Service merges every export of one Service. Exports of clusters that are not in clusters,
+// or whose lease is expired at now, do not participate. It returns nil when no export
+// participates: the Service then has no ServiceImport. The returned import holds every
+// participating cluster's endpoint groups (shared with the exports, not copied).
+//
+// Rules (KEP-1645): the oldest export wins (earliest CreateTime, ties broken by cluster id)
+// and its spec is imported; ports are the union, merged by name, then by (protocol, port);
+// every disagreement is a conflict reported for every participating export.
+func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]store.Cluster, now time.Time) *registryv1.ServiceImport {
+	parts := make([]store.Export, 0, len(exports))
+	for _, e := range exports {
+		if c, ok := clusters[e.ClusterID]; ok && c.Active(now) {
+			parts = append(parts, e)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	// Oldest first; the same order in every replica.
+	sort.Slice(parts, func(i, j int) bool {
+		if !parts[i].CreateTime.Equal(parts[j].CreateTime) {
+			return parts[i].CreateTime.Before(parts[j].CreateTime)
+		}
+		return parts[i].ClusterID < parts[j].ClusterID
+	})
+	winner := parts[0].Spec
+	conflicts := map[registryv1.ConflictReason]bool{}
+	ports := mergePorts(parts, conflicts)
+	for _, e := range parts[1:] {
+		s := e.Spec
+		if s.GetType() != winner.GetType() {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_TYPE_CONFLICT] = true
+		}
+		if affinity(s) != affinity(winner) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_SESSION_AFFINITY_CONFLICT] = true
+		} else if affinity(s) == "ClientIP" && clientIPTimeout(s) != clientIPTimeout(winner) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_SESSION_AFFINITY_CONFIG_CONFLICT] = true
+		}
+		if !maps.Equal(s.GetExportedLabels(), winner.GetExportedLabels()) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_LABELS_CONFLICT] = true
+		}
+		if !maps.Equal(s.GetExportedAnnotations(), winner.GetExportedAnnotations()) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_ANNOTATIONS_CONFLICT] = true
+		}
+		if trafficPolicy(s) != trafficPolicy(winner) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT] = true
+		}
+		if s.GetTrafficDistribution() != winner.GetTrafficDistribution() {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT] = true
+		}
+		if !sameSet(s.GetIpFamilies(), winner.GetIpFamilies()) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT] = true
+		}
+	}
+	reasons := make([]registryv1.ConflictReason, 0, len(conflicts))
+	for r := range conflicts {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+
+	imp := &registryv1.ServiceImport{
+		Service: &registryv1.ServiceKey{Namespace: svc.Namespace, Name: svc.Name},
+		Spec: &registryv1.ImportSpec{
+			Ports:                 ports,
+			Type:                  winner.GetType(),
+			SessionAffinity:       affinity(winner),
+			SessionAffinityConfig: affinityConfig(winner),
+			IpFamilies:            slices.Clone(winner.GetIpFamilies()),
+			InternalTrafficPolicy: winner.GetInternalTrafficPolicy(),
+			TrafficDistribution:   winner.GetTrafficDistribution(),
+			Labels:                maps.Clone(winner.GetExportedLabels()),
+			Annotations:           maps.Clone(winner.GetExportedAnnotations()),
+		},
+		WinningClusterId: parts[0].ClusterID,
+		Conflicts:        reasons,
+	}
+	byID := slices.Clone(parts)
+	sort.Slice(byID, func(i, j int) bool { return byID[i].ClusterID < byID[j].ClusterID })
+	for _, e := range byID {
+		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{
+			ClusterId:        e.ClusterID,
+			ExportCreateTime: timestamppb.New(e.CreateTime),
+			Conflicts:        slices.Clone(reasons),
+			EndpointGroups:   e.EndpointGroups,
+		})
+	}
+	return imp
+}
+
+// Verdict is the registry's verdict on clusterID's export, given the Service's import
+// (nil when none participates).
+func Verdict(imp *registryv1.ServiceImport, clusterID string) *registryv1.ExportVerdict {
+	v := &registryv1.ExportVerdict{}
+	if imp == nil {
+		return v
+	}
+	v.WinningClusterId = imp.GetWinningClusterId()
+	for _, c := range imp.GetClusters() {
+		if c.GetClusterId() == clusterID {
+			v.Participating = true
+			v.Conflicts = slices.Clone(c.GetConflicts())
+		}
+	}
+	return v
+}
+
+// mergePorts returns the union of the ports, oldest export first: a port whose name is
+// taken by a different port, or whose (protocol, port) is taken under another name, is a
+// PortConflict and left out.
+func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bool) []*registryv1.ServicePort {
+	type protoPort struct {
+		protocol string
+		port     int32
+	}
+	var out []*registryv1.ServicePort
+	byName := map[string]*registryv1.ServicePort{}
+	byNumber := map[protoPort]*registryv1.ServicePort{}
+	for _, e := range parts {
+		for _, p := range e.Spec.GetPorts() {
+			np := protoPort{protocol(p.GetProtocol()), p.GetPort()}
+			if q, ok := byName[p.GetName()]; ok {
+				if protocol(q.GetProtocol()) != np.protocol || q.GetPort() != np.port || q.GetAppProtocol() != p.GetAppProtocol() {
+					conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+				}
+				continue
+			}
+			if _, ok := byNumber[np]; ok {
+				conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+				continue
+			}
+			c := &registryv1.ServicePort{Name: p.GetName(), Protocol: np.protocol, AppProtocol: p.GetAppProtocol(), Port: p.GetPort()}
+			byName[c.Name] = c
+			byNumber[np] = c
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func protocol(p string) string {
+	if p == "" {
+		return "TCP"
+	}
+	return p
+}
+
+func affinity(s *registryv1.ExportSpec) string {
+	if s.GetSessionAffinity() == "" {
+		return "None"
+	}
+	return s.GetSessionAffinity()
+}
+
+func clientIPTimeout(s *registryv1.ExportSpec) int32 {
+	if t := s.GetSessionAffinityConfig().GetClientIpTimeoutSeconds(); t != 0 {
+		return t
+	}
+	return DefaultClientIPTimeoutSeconds
+}
+
+func affinityConfig(s *registryv1.ExportSpec) *registryv1.SessionAffinityConfig {
+	if affinity(s) != "ClientIP" {
+		return nil
+	}
+	return &registryv1.SessionAffinityConfig{ClientIpTimeoutSeconds: clientIPTimeout(s)}
+}
+
+func trafficPolicy(s *registryv1.ExportSpec) string {
+	if s.GetInternalTrafficPolicy() == "" {
+		return "Cluster"
+	}
+	return s.GetInternalTrafficPolicy()
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}

@@ -1,0 +1,259 @@
+package merge
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+var (
+	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	svc = store.ServiceKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}
+)
+
+type R = registryv1.ConflictReason
+
+const (
+	portC     = registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT
+	typeC     = registryv1.ConflictReason_CONFLICT_REASON_TYPE_CONFLICT
+	affC      = registryv1.ConflictReason_CONFLICT_REASON_SESSION_AFFINITY_CONFLICT
+	affCfgC   = registryv1.ConflictReason_CONFLICT_REASON_SESSION_AFFINITY_CONFIG_CONFLICT
+	labelsC   = registryv1.ConflictReason_CONFLICT_REASON_LABELS_CONFLICT
+	annC      = registryv1.ConflictReason_CONFLICT_REASON_ANNOTATIONS_CONFLICT
+	itpC      = registryv1.ConflictReason_CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT
+	tdC       = registryv1.ConflictReason_CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT
+	ipFamC    = registryv1.ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT
+	clusterIP = registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP
+	headless  = registryv1.ServiceType_SERVICE_TYPE_HEADLESS
+)
+
+func port(name, proto string, n int32) *registryv1.ServicePort {
+	return &registryv1.ServicePort{Name: name, Protocol: proto, Port: n}
+}
+
+func base() *registryv1.ExportSpec {
+	return &registryv1.ExportSpec{
+		Type:       clusterIP,
+		Ports:      []*registryv1.ServicePort{port("http", "TCP", 80)},
+		IpFamilies: []string{"IPv4"},
+	}
+}
+
+// ex is an export of svc by cluster id, first seen age before now.
+func ex(id string, age time.Duration, mutate func(*registryv1.ExportSpec)) store.Export {
+	s := base()
+	if mutate != nil {
+		mutate(s)
+	}
+	return store.Export{Clusterset: "prod", ClusterID: id, Service: svc, Spec: s, CreateTime: now.Add(-age)}
+}
+
+func active(ids ...string) map[string]store.Cluster {
+	m := map[string]store.Cluster{}
+	for _, id := range ids {
+		m[id] = store.Cluster{Clusterset: "prod", ClusterID: id, LeaseDuration: 30 * time.Second, RenewTime: now.Add(-5 * time.Second)}
+	}
+	return m
+}
+
+func TestConflicts(t *testing.T) {
+	tests := []struct {
+		name   string
+		other  func(*registryv1.ExportSpec)
+		want   []R
+		winner string
+	}{
+		{"identical", nil, nil, "a"},
+		{"port number differs under the same name", func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }, []R{portC}, "a"},
+		{"port protocol differs under the same name", func(s *registryv1.ExportSpec) { s.Ports[0].Protocol = "UDP" }, []R{portC}, "a"},
+		{"app protocol differs", func(s *registryv1.ExportSpec) { s.Ports[0].AppProtocol = "kubernetes.io/h2c" }, []R{portC}, "a"},
+		{"same number under another name", func(s *registryv1.ExportSpec) { s.Ports[0].Name = "web" }, []R{portC}, "a"},
+		{"empty protocol equals TCP", func(s *registryv1.ExportSpec) { s.Ports[0].Protocol = "" }, nil, "a"},
+		{"an extra port is a union, not a conflict", func(s *registryv1.ExportSpec) {
+			s.Ports = append(s.Ports, port("grpc", "TCP", 9000))
+		}, nil, "a"},
+		{"type", func(s *registryv1.ExportSpec) { s.Type = headless }, []R{typeC}, "a"},
+		{"session affinity", func(s *registryv1.ExportSpec) { s.SessionAffinity = "ClientIP" }, []R{affC}, "a"},
+		{"explicit None equals empty", func(s *registryv1.ExportSpec) { s.SessionAffinity = "None" }, nil, "a"},
+		{"labels", func(s *registryv1.ExportSpec) { s.ExportedLabels = map[string]string{"tier": "gold"} }, []R{labelsC}, "a"},
+		{"annotations", func(s *registryv1.ExportSpec) { s.ExportedAnnotations = map[string]string{"x": "y"} }, []R{annC}, "a"},
+		{"internal traffic policy", func(s *registryv1.ExportSpec) { s.InternalTrafficPolicy = "Local" }, []R{itpC}, "a"},
+		{"explicit Cluster policy equals empty", func(s *registryv1.ExportSpec) { s.InternalTrafficPolicy = "Cluster" }, nil, "a"},
+		{"traffic distribution", func(s *registryv1.ExportSpec) { s.TrafficDistribution = "PreferClose" }, []R{tdC}, "a"},
+		{"ip families", func(s *registryv1.ExportSpec) { s.IpFamilies = []string{"IPv4", "IPv6"} }, []R{ipFamC}, "a"},
+		{"several at once, sorted", func(s *registryv1.ExportSpec) {
+			s.Type = headless
+			s.Ports[0].Port = 81
+			s.TrafficDistribution = "PreferClose"
+		}, []R{portC, typeC, tdC}, "a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// b is newer; a (the oldest) wins.
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.other), ex("a", time.Hour, nil)}, active("a", "b"), now)
+			if imp == nil {
+				t.Fatal("no import")
+			}
+			if got := fmt.Sprint(imp.GetConflicts()); got != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			}
+			if imp.GetWinningClusterId() != tc.winner {
+				t.Fatalf("winner = %s, want %s", imp.GetWinningClusterId(), tc.winner)
+			}
+			// Every participating export reports the same conflicts.
+			for _, c := range imp.GetClusters() {
+				if fmt.Sprint(c.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
+					t.Fatalf("cluster %s reports %v, import %v", c.GetClusterId(), c.GetConflicts(), imp.GetConflicts())
+				}
+				if v := Verdict(imp, c.GetClusterId()); !v.GetParticipating() || fmt.Sprint(v.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
+					t.Fatalf("verdict for %s = %v", c.GetClusterId(), v)
+				}
+			}
+			// The oldest export's spec is imported.
+			if imp.GetSpec().GetType() != clusterIP || imp.GetSpec().GetPorts()[0].GetPort() != 80 || imp.GetSpec().GetTrafficDistribution() != "" {
+				t.Fatalf("imported spec is not the oldest export's: %v", imp.GetSpec())
+			}
+		})
+	}
+}
+
+func TestSessionAffinityConfig(t *testing.T) {
+	clientIP := func(timeout int32) func(*registryv1.ExportSpec) {
+		return func(s *registryv1.ExportSpec) {
+			s.SessionAffinity = "ClientIP"
+			if timeout != 0 {
+				s.SessionAffinityConfig = &registryv1.SessionAffinityConfig{ClientIpTimeoutSeconds: timeout}
+			}
+		}
+	}
+	tests := []struct {
+		name        string
+		old, newer  func(*registryv1.ExportSpec)
+		want        []R
+		wantTimeout int32
+	}{
+		{"same timeout", clientIP(60), clientIP(60), nil, 60},
+		{"different timeout", clientIP(60), clientIP(120), []R{affCfgC}, 60},
+		{"unset equals the default", clientIP(0), clientIP(DefaultClientIPTimeoutSeconds), nil, DefaultClientIPTimeoutSeconds},
+		{"affinity differs: only the affinity conflict", clientIP(60), nil, []R{affC}, 60},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			imp := Service(svc, []store.Export{ex("a", time.Hour, tc.old), ex("b", time.Minute, tc.newer)}, active("a", "b"), now)
+			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			}
+			if got := imp.GetSpec().GetSessionAffinityConfig().GetClientIpTimeoutSeconds(); got != tc.wantTimeout {
+				t.Fatalf("imported timeout = %d, want %d", got, tc.wantTimeout)
+			}
+		})
+	}
+}
+
+func TestWinner(t *testing.T) {
+	tests := []struct {
+		name    string
+		exports []store.Export
+		want    string
+	}{
+		{"oldest wins", []store.Export{ex("a", time.Minute, nil), ex("z", time.Hour, nil)}, "z"},
+		{"tie broken by cluster id", []store.Export{ex("b", time.Hour, nil), ex("a", time.Hour, nil), ex("c", time.Hour, nil)}, "a"},
+		{"input order does not matter", []store.Export{ex("c", time.Hour, nil), ex("a", time.Hour, nil), ex("b", time.Hour, nil)}, "a"},
+		{"an expired oldest export does not win", []store.Export{ex("old", 2*time.Hour, nil), ex("new", time.Minute, nil)}, "new"},
+	}
+	clusters := active("a", "b", "c", "z", "new")
+	clusters["old"] = store.Cluster{ClusterID: "old", LeaseDuration: 30 * time.Second, RenewTime: now.Add(-time.Minute)}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Service(svc, tc.exports, clusters, now).GetWinningClusterId(); got != tc.want {
+				t.Fatalf("winner = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParticipation(t *testing.T) {
+	expired := store.Cluster{ClusterID: "b", LeaseDuration: 30 * time.Second, RenewTime: now.Add(-30 * time.Second)}
+	tests := []struct {
+		name     string
+		clusters map[string]store.Cluster
+		want     []string
+	}{
+		{"both active", active("a", "b"), []string{"a", "b"}},
+		{"expired exactly at now is out", map[string]store.Cluster{"a": active("a")["a"], "b": expired}, []string{"a"}},
+		{"unregistered cluster is out", active("a"), []string{"a"}},
+		{"none participates: no import", map[string]store.Cluster{"b": expired}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := ex("a", time.Minute, nil)
+			a.EndpointGroups = []*registryv1.EndpointGroup{{AddressType: "IPv4"}}
+			b := ex("b", time.Hour, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 })
+			imp := Service(svc, []store.Export{b, a}, tc.clusters, now)
+			if tc.want == nil {
+				if imp != nil {
+					t.Fatalf("import = %v, want none", imp)
+				}
+				if v := Verdict(imp, "b"); v.GetParticipating() {
+					t.Fatalf("verdict without import = %v", v)
+				}
+				return
+			}
+			var ids []string
+			for _, c := range imp.GetClusters() {
+				ids = append(ids, c.GetClusterId())
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(tc.want) {
+				t.Fatalf("clusters = %v, want %v", ids, tc.want)
+			}
+			if len(tc.want) == 1 && len(imp.GetConflicts()) != 0 {
+				t.Fatalf("a non-participating export caused conflicts %v", imp.GetConflicts())
+			}
+			if imp.GetClusters()[0].GetEndpointGroups()[0].GetAddressType() != "IPv4" {
+				t.Fatal("endpoint groups not carried")
+			}
+			if v := Verdict(imp, "b"); v.GetParticipating() != (len(tc.want) == 2) {
+				t.Fatalf("verdict for b = %v", v)
+			}
+		})
+	}
+}
+
+func TestPortUnion(t *testing.T) {
+	a := ex("a", time.Hour, func(s *registryv1.ExportSpec) {
+		s.Ports = []*registryv1.ServicePort{port("http", "TCP", 80), port("metrics", "TCP", 9090)}
+	})
+	b := ex("b", time.Minute, func(s *registryv1.ExportSpec) {
+		s.Ports = []*registryv1.ServicePort{port("grpc", "TCP", 9000), port("http", "", 80), port("dns", "UDP", 53)}
+	})
+	imp := Service(svc, []store.Export{b, a}, active("a", "b"), now)
+	var got []string
+	for _, p := range imp.GetSpec().GetPorts() {
+		got = append(got, fmt.Sprintf("%s/%s/%d", p.GetName(), p.GetProtocol(), p.GetPort()))
+	}
+	if want := "[http/TCP/80 metrics/TCP/9090 grpc/TCP/9000 dns/UDP/53]"; fmt.Sprint(got) != want {
+		t.Fatalf("ports = %v, want %s", got, want)
+	}
+	if len(imp.GetConflicts()) != 0 {
+		t.Fatalf("conflicts = %v", imp.GetConflicts())
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	exports := []store.Export{
+		ex("c", time.Hour, func(s *registryv1.ExportSpec) { s.ExportedLabels = map[string]string{"a": "1", "b": "2"} }),
+		ex("a", time.Hour, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }),
+		ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Type = headless }),
+	}
+	first := Service(svc, exports, active("a", "b", "c"), now).String()
+	for i := range 50 {
+		// Rotate the input; the answer must not change.
+		rot := append(append([]store.Export{}, exports[i%3:]...), exports[:i%3]...)
+		if got := Service(svc, rot, active("a", "b", "c"), now).String(); got != first {
+			t.Fatalf("run %d differs:\n%s\n%s", i, got, first)
+		}
+	}
+}

@@ -1,0 +1,305 @@
+// Package validate checks registry requests the way Kubernetes checks the objects they come
+// from. Every error names the field and the limit it broke.
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// Limits of one export. They bound what one cluster can make every registry replica and
+// every member cluster hold.
+const (
+	MaxPorts               = 64
+	MaxExportedLabels      = 64
+	MaxExportedAnnotations = 32
+	// MaxAnnotationBytes is the total size of the exported annotations (Kubernetes: 256 KiB).
+	MaxAnnotationBytes      = 256 * 1024
+	MaxEndpoints            = 10000
+	MaxEndpointGroups       = 64
+	MaxEndpointPorts        = 64
+	MaxAddressesPerEndpoint = 100
+	MaxExportsPerSync       = 10000
+	MinLeaseDuration        = 5 * time.Second
+	MaxLeaseDuration        = time.Hour
+	DefaultLeaseDuration    = 30 * time.Second
+)
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1035    = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	qualified  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+	dnsSub     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// Errors collects field errors.
+type Errors []string
+
+func (e *Errors) add(field, format string, args ...any) {
+	*e = append(*e, field+": "+fmt.Sprintf(format, args...))
+}
+
+// Err returns nil when there are no errors, else one error listing them all.
+func (e Errors) Err() error {
+	if len(e) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(e, "; "))
+}
+
+// DNSLabel checks an RFC 1123 label: clusterset, cluster id, namespace.
+func DNSLabel(errs *Errors, field, v string) {
+	switch {
+	case v == "":
+		errs.add(field, "required")
+	case len(v) > 63:
+		errs.add(field, "%q is %d characters, at most 63 allowed", v, len(v))
+	case !dnsLabel.MatchString(v):
+		errs.add(field, "%q must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit", v)
+	}
+}
+
+// ServiceName checks a Service name: an RFC 1035 label of at most 63 characters.
+func ServiceName(errs *Errors, field, v string) {
+	switch {
+	case v == "":
+		errs.add(field, "required")
+	case len(v) > 63:
+		errs.add(field, "%q is %d characters, at most 63 allowed", v, len(v))
+	case !dns1035.MatchString(v):
+		errs.add(field, "%q must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter", v)
+	}
+}
+
+// ClusterKey checks the clusterset and cluster id of a request.
+func ClusterKey(errs *Errors, clusterset, clusterID string) {
+	DNSLabel(errs, "clusterset", clusterset)
+	DNSLabel(errs, "cluster_id", clusterID)
+}
+
+// ServiceKey checks a Service's namespace and name.
+func ServiceKey(errs *Errors, field string, k *registryv1.ServiceKey) {
+	if k == nil {
+		errs.add(field, "required")
+		return
+	}
+	DNSLabel(errs, field+".namespace", k.GetNamespace())
+	ServiceName(errs, field+".name", k.GetName())
+}
+
+// LeaseDuration checks a requested lease; zero means the default.
+func LeaseDuration(errs *Errors, field string, d time.Duration) {
+	if d != 0 && (d < MinLeaseDuration || d > MaxLeaseDuration) {
+		errs.add(field, "%s is out of range, must be between %s and %s", d, MinLeaseDuration, MaxLeaseDuration)
+	}
+}
+
+func protocol(errs *Errors, field, p string) {
+	switch p {
+	case "", "TCP", "UDP", "SCTP":
+	default:
+		errs.add(field, "%q must be TCP, UDP or SCTP", p)
+	}
+}
+
+func portNumber(errs *Errors, field string, n int32) {
+	if n < 1 || n > 65535 {
+		errs.add(field, "%d is out of range, must be between 1 and 65535", n)
+	}
+}
+
+func portName(errs *Errors, field, name string, required bool) {
+	switch {
+	case name == "" && required:
+		errs.add(field, "required when there is more than one port")
+	case name != "" && (len(name) > 63 || !dnsLabel.MatchString(name)):
+		errs.add(field, "%q must be a DNS label of at most 63 characters", name)
+	}
+}
+
+// ExportSpec checks an export's spec; field is its path, for example "spec".
+func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
+	if s == nil {
+		errs.add(field, "required")
+		return
+	}
+	if n := len(s.GetPorts()); n > MaxPorts {
+		errs.add(field+".ports", "%d ports, at most %d allowed", n, MaxPorts)
+	} else {
+		names := map[string]bool{}
+		numbers := map[string]bool{}
+		for i, p := range s.GetPorts() {
+			pf := fmt.Sprintf("%s.ports[%d]", field, i)
+			portName(errs, pf+".name", p.GetName(), len(s.GetPorts()) > 1)
+			protocol(errs, pf+".protocol", p.GetProtocol())
+			portNumber(errs, pf+".port", p.GetPort())
+			if len(p.GetAppProtocol()) > 256 {
+				errs.add(pf+".app_protocol", "%d characters, at most 256 allowed", len(p.GetAppProtocol()))
+			}
+			if names[p.GetName()] {
+				errs.add(pf+".name", "duplicate port name %q", p.GetName())
+			}
+			names[p.GetName()] = true
+			proto := p.GetProtocol()
+			if proto == "" {
+				proto = "TCP"
+			}
+			key := fmt.Sprintf("%s/%d", proto, p.GetPort())
+			if numbers[key] {
+				errs.add(pf, "duplicate port %s", key)
+			}
+			numbers[key] = true
+		}
+	}
+	switch s.GetType() {
+	case registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, registryv1.ServiceType_SERVICE_TYPE_HEADLESS:
+	default:
+		errs.add(field+".type", "must be SERVICE_TYPE_CLUSTER_SET_IP or SERVICE_TYPE_HEADLESS (ExternalName Services cannot be exported)")
+	}
+	switch s.GetSessionAffinity() {
+	case "", "None", "ClientIP":
+	default:
+		errs.add(field+".session_affinity", "%q must be None or ClientIP", s.GetSessionAffinity())
+	}
+	if c := s.GetSessionAffinityConfig(); c != nil {
+		if s.GetSessionAffinity() != "ClientIP" {
+			errs.add(field+".session_affinity_config", "allowed only with session_affinity ClientIP")
+		} else if t := c.GetClientIpTimeoutSeconds(); t < 1 || t > 86400 {
+			errs.add(field+".session_affinity_config.client_ip_timeout_seconds", "%d is out of range, must be between 1 and 86400", t)
+		}
+	}
+	fams := map[string]bool{}
+	if len(s.GetIpFamilies()) > 2 {
+		errs.add(field+".ip_families", "%d families, at most 2 allowed", len(s.GetIpFamilies()))
+	}
+	for i, f := range s.GetIpFamilies() {
+		if f != "IPv4" && f != "IPv6" {
+			errs.add(fmt.Sprintf("%s.ip_families[%d]", field, i), "%q must be IPv4 or IPv6", f)
+		} else if fams[f] {
+			errs.add(fmt.Sprintf("%s.ip_families[%d]", field, i), "duplicate family %q", f)
+		}
+		fams[f] = true
+	}
+	switch s.GetInternalTrafficPolicy() {
+	case "", "Cluster", "Local":
+	default:
+		errs.add(field+".internal_traffic_policy", "%q must be Cluster or Local", s.GetInternalTrafficPolicy())
+	}
+	if td := s.GetTrafficDistribution(); td != "" && (len(td) > 63 || !qualified.MatchString(td)) {
+		errs.add(field+".traffic_distribution", "%q must be a name of at most 63 characters", td)
+	}
+	if n := len(s.GetExportedLabels()); n > MaxExportedLabels {
+		errs.add(field+".exported_labels", "%d labels, at most %d allowed", n, MaxExportedLabels)
+	} else {
+		for k, v := range s.GetExportedLabels() {
+			qualifiedKey(errs, field+".exported_labels", k)
+			if len(v) > 63 || !labelValue.MatchString(v) {
+				errs.add(field+".exported_labels["+k+"]", "value %q must be at most 63 characters of letters, digits, '-', '_' and '.'", v)
+			}
+		}
+	}
+	if n := len(s.GetExportedAnnotations()); n > MaxExportedAnnotations {
+		errs.add(field+".exported_annotations", "%d annotations, at most %d allowed", n, MaxExportedAnnotations)
+	} else {
+		size := 0
+		for k, v := range s.GetExportedAnnotations() {
+			qualifiedKey(errs, field+".exported_annotations", k)
+			size += len(k) + len(v)
+		}
+		if size > MaxAnnotationBytes {
+			errs.add(field+".exported_annotations", "%d bytes, at most %d allowed", size, MaxAnnotationBytes)
+		}
+	}
+}
+
+// qualifiedKey checks a label or annotation key: an optional DNS subdomain prefix and a name.
+func qualifiedKey(errs *Errors, field, k string) {
+	name := k
+	if i := strings.LastIndexByte(k, '/'); i >= 0 {
+		prefix := k[:i]
+		name = k[i+1:]
+		if len(prefix) > 253 || !dnsSub.MatchString(prefix) {
+			errs.add(field, "key %q: the prefix must be a DNS subdomain of at most 253 characters", k)
+			return
+		}
+	}
+	if name == "" || len(name) > 63 || !qualified.MatchString(name) {
+		errs.add(field, "key %q: the name must be 1 to 63 characters of letters, digits, '-', '_' and '.'", k)
+	}
+}
+
+// EndpointGroups checks the endpoints of an export.
+func EndpointGroups(errs *Errors, field string, groups []*registryv1.EndpointGroup) {
+	if len(groups) > MaxEndpointGroups {
+		errs.add(field, "%d groups, at most %d allowed", len(groups), MaxEndpointGroups)
+		return
+	}
+	total := 0
+	for _, g := range groups {
+		total += len(g.GetEndpoints())
+	}
+	if total > MaxEndpoints {
+		errs.add(field, "%d endpoints, at most %d allowed per export", total, MaxEndpoints)
+		return
+	}
+	for i, g := range groups {
+		gf := fmt.Sprintf("%s[%d]", field, i)
+		at := g.GetAddressType()
+		if at != "IPv4" && at != "IPv6" && at != "FQDN" {
+			errs.add(gf+".address_type", "%q must be IPv4, IPv6 or FQDN", at)
+		}
+		if len(g.GetPorts()) > MaxEndpointPorts {
+			errs.add(gf+".ports", "%d ports, at most %d allowed", len(g.GetPorts()), MaxEndpointPorts)
+		} else {
+			for j, p := range g.GetPorts() {
+				pf := fmt.Sprintf("%s.ports[%d]", gf, j)
+				portName(errs, pf+".name", p.GetName(), false)
+				protocol(errs, pf+".protocol", p.GetProtocol())
+				portNumber(errs, pf+".port", p.GetPort())
+			}
+		}
+		for j, e := range g.GetEndpoints() {
+			ef := fmt.Sprintf("%s.endpoints[%d]", gf, j)
+			n := len(e.GetAddresses())
+			if n == 0 || n > MaxAddressesPerEndpoint {
+				errs.add(ef+".addresses", "%d addresses, must be between 1 and %d", n, MaxAddressesPerEndpoint)
+			}
+			for k, a := range e.GetAddresses() {
+				address(errs, fmt.Sprintf("%s.addresses[%d]", ef, k), at, a)
+			}
+			if h := e.GetHostname(); h != "" && (len(h) > 63 || !dnsLabel.MatchString(h)) {
+				errs.add(ef+".hostname", "%q must be a DNS label of at most 63 characters", h)
+			}
+			if z := e.GetZone(); len(z) > 253 {
+				errs.add(ef+".zone", "%d characters, at most 253 allowed", len(z))
+			}
+			if n := e.GetNodeName(); len(n) > 253 {
+				errs.add(ef+".node_name", "%d characters, at most 253 allowed", len(n))
+			}
+			if p := e.GetTargetPod(); len(p) > 253 {
+				errs.add(ef+".target_pod", "%d characters, at most 253 allowed", len(p))
+			}
+		}
+	}
+}
+
+func address(errs *Errors, field, addressType, a string) {
+	switch addressType {
+	case "IPv4", "IPv6":
+		ip, err := netip.ParseAddr(a)
+		if err != nil || (addressType == "IPv4") != ip.Is4() || ip.Zone() != "" {
+			errs.add(field, "%q is not an %s address", a, addressType)
+		}
+	case "FQDN":
+		if len(a) > 253 || !dnsSub.MatchString(a) {
+			errs.add(field, "%q is not a DNS name of at most 253 characters", a)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package validate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+func validSpec() *registryv1.ExportSpec {
+	return &registryv1.ExportSpec{
+		Type:  registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP,
+		Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}},
+	}
+}
+
+func TestExportSpec(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*registryv1.ExportSpec)
+		want   string // substring of the error; empty: valid
+	}{
+		{"valid", func(*registryv1.ExportSpec) {}, ""},
+		{"65 ports", func(s *registryv1.ExportSpec) {
+			s.Ports = nil
+			for i := range 65 {
+				s.Ports = append(s.Ports, &registryv1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(1000 + i)})
+			}
+		}, "spec.ports: 65 ports, at most 64 allowed"},
+		{"64 ports is fine", func(s *registryv1.ExportSpec) {
+			s.Ports = nil
+			for i := range 64 {
+				s.Ports = append(s.Ports, &registryv1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(1000 + i)})
+			}
+		}, ""},
+		{"65 labels", func(s *registryv1.ExportSpec) {
+			s.ExportedLabels = map[string]string{}
+			for i := range 65 {
+				s.ExportedLabels[fmt.Sprintf("l%d", i)] = "v"
+			}
+		}, "spec.exported_labels: 65 labels, at most 64 allowed"},
+		{"33 annotations", func(s *registryv1.ExportSpec) {
+			s.ExportedAnnotations = map[string]string{}
+			for i := range 33 {
+				s.ExportedAnnotations[fmt.Sprintf("example.com/a%d", i)] = "v"
+			}
+		}, "spec.exported_annotations: 33 annotations, at most 32 allowed"},
+		{"duplicate port", func(s *registryv1.ExportSpec) {
+			s.Ports = append(s.Ports, &registryv1.ServicePort{Name: "web", Protocol: "", Port: 80})
+		}, "spec.ports[1]: duplicate port TCP/80"},
+		{"duplicate name", func(s *registryv1.ExportSpec) {
+			s.Ports = append(s.Ports, &registryv1.ServicePort{Name: "http", Port: 81})
+		}, `spec.ports[1].name: duplicate port name "http"`},
+		{"unnamed port among several", func(s *registryv1.ExportSpec) {
+			s.Ports = append(s.Ports, &registryv1.ServicePort{Port: 81})
+		}, "spec.ports[1].name: required when there is more than one port"},
+		{"port out of range", func(s *registryv1.ExportSpec) { s.Ports[0].Port = 70000 }, "spec.ports[0].port: 70000 is out of range"},
+		{"bad protocol", func(s *registryv1.ExportSpec) { s.Ports[0].Protocol = "HTTP" }, `spec.ports[0].protocol: "HTTP" must be TCP, UDP or SCTP`},
+		{"no type (ExternalName)", func(s *registryv1.ExportSpec) { s.Type = 0 }, "ExternalName Services cannot be exported"},
+		{"bad affinity", func(s *registryv1.ExportSpec) { s.SessionAffinity = "Sticky" }, "spec.session_affinity"},
+		{"affinity config without ClientIP", func(s *registryv1.ExportSpec) {
+			s.SessionAffinityConfig = &registryv1.SessionAffinityConfig{ClientIpTimeoutSeconds: 10}
+		}, "allowed only with session_affinity ClientIP"},
+		{"timeout out of range", func(s *registryv1.ExportSpec) {
+			s.SessionAffinity = "ClientIP"
+			s.SessionAffinityConfig = &registryv1.SessionAffinityConfig{ClientIpTimeoutSeconds: 90000}
+		}, "client_ip_timeout_seconds: 90000 is out of range"},
+		{"bad family", func(s *registryv1.ExportSpec) { s.IpFamilies = []string{"IPv5"} }, "spec.ip_families[0]"},
+		{"bad policy", func(s *registryv1.ExportSpec) { s.InternalTrafficPolicy = "Nearby" }, "spec.internal_traffic_policy"},
+		{"bad label key", func(s *registryv1.ExportSpec) { s.ExportedLabels = map[string]string{"-x": "v"} }, `key "-x"`},
+		{"long label value", func(s *registryv1.ExportSpec) {
+			s.ExportedLabels = map[string]string{"x": strings.Repeat("v", 64)}
+		}, "spec.exported_labels[x]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSpec()
+			tc.mutate(s)
+			var errs Errors
+			ExportSpec(&errs, "spec", s)
+			err := errs.Err()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	tests := []struct {
+		field, value, want string
+	}{
+		{"clusterset", "prod", ""},
+		{"clusterset", "", "clusterset: required"},
+		{"clusterset", "Prod", "must be a DNS label"},
+		{"clusterset", long, "64 characters, at most 63 allowed"},
+		{"cluster_id", "use1-a", ""},
+		{"cluster_id", "-a", "must be a DNS label"},
+	}
+	for _, tc := range tests {
+		var errs Errors
+		DNSLabel(&errs, tc.field, tc.value)
+		if err := errs.Err(); (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("DNSLabel(%s=%q) = %v, want %q", tc.field, tc.value, err, tc.want)
+		}
+	}
+	var errs Errors
+	ServiceName(&errs, "service.name", strings.Repeat("a", 63))
+	ServiceName(&errs, "service.name", "1abc")
+	if len(errs) != 1 || !strings.Contains(errs[0], "DNS-1035") {
+		t.Fatalf("ServiceName errors = %v, want only the digit-first name refused", errs)
+	}
+}
+
+func TestEndpointGroups(t *testing.T) {
+	ready := &registryv1.EndpointConditions{Ready: proto.Bool(true)}
+	tests := []struct {
+		name  string
+		group *registryv1.EndpointGroup
+		want  string
+	}{
+		{"valid IPv4", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: ready}}}, ""},
+		{"valid IPv6", &registryv1.EndpointGroup{AddressType: "IPv6", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"fd00::1"}}}}, ""},
+		{"IPv6 in an IPv4 group", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"fd00::1"}}}}, "is not an IPv4 address"},
+		{"no address", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{}}}, "0 addresses, must be between 1 and 100"},
+		{"bad type", &registryv1.EndpointGroup{AddressType: "IPX"}, "address_type"},
+		{"bad hostname", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Hostname: "A_B"}}}, "hostname"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var errs Errors
+			EndpointGroups(&errs, "endpoint_groups", []*registryv1.EndpointGroup{tc.group})
+			err := errs.Err()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	big := &registryv1.EndpointGroup{AddressType: "IPv4"}
+	for range MaxEndpoints + 1 {
+		big.Endpoints = append(big.Endpoints, &registryv1.Endpoint{Addresses: []string{"10.0.0.1"}})
+	}
+	var errs Errors
+	EndpointGroups(&errs, "endpoint_groups", []*registryv1.EndpointGroup{big})
+	if err := errs.Err(); err == nil || !strings.Contains(err.Error(), "10001 endpoints, at most 10000 allowed") {
+		t.Fatalf("oversize endpoint set error = %v", err)
+	}
+}
+
+// FuzzValidateExport feeds arbitrary bytes as an export spec and endpoints: validation must
+// never panic, whatever a client sends.
+func FuzzValidateExport(f *testing.F) {
+	seed, _ := proto.Marshal(&registryv1.PutExportRequest{Spec: validSpec(), EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}}})
+	f.Add(seed)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req := &registryv1.PutExportRequest{}
+		if proto.Unmarshal(b, req) != nil {
+			return
+		}
+		var errs Errors
+		ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
+		ServiceKey(&errs, "service", req.GetService())
+		ExportSpec(&errs, "spec", req.GetSpec())
+		EndpointGroups(&errs, "endpoint_groups", req.GetEndpointGroups())
+		_ = errs.Err()
+	})
+}

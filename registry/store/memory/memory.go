@@ -1,0 +1,283 @@
+// Package memory is the in-process registry store: one registry replica, every record lost
+// on restart. Controllers register again on their next heartbeat and send their exports
+// again.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// Store is the memory store. The zero value is not usable; call New.
+type Store struct {
+	mu          sync.RWMutex
+	clustersets map[string]*clusterset
+	feed        store.Feed
+}
+
+type clusterset struct {
+	clusters map[string]store.Cluster
+	// exports by service, then cluster id.
+	exports map[store.ServiceKey]map[string]store.Export
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty memory store.
+func New() *Store {
+	return &Store{clustersets: map[string]*clusterset{}}
+}
+
+func (s *Store) set(name string, create bool) *clusterset {
+	cs := s.clustersets[name]
+	if cs == nil && create {
+		cs = &clusterset{clusters: map[string]store.Cluster{}, exports: map[store.ServiceKey]map[string]store.Export{}}
+		s.clustersets[name] = cs
+	}
+	return cs
+}
+
+// RegisterCluster implements store.Store.
+func (s *Store) RegisterCluster(_ context.Context, c store.Cluster) (store.Cluster, error) {
+	s.mu.Lock()
+	cs := s.set(c.Clusterset, true)
+	if old, ok := cs.clusters[c.ClusterID]; ok {
+		c.RegisterTime = old.RegisterTime
+	}
+	cs.clusters[c.ClusterID] = c
+	s.mu.Unlock()
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: c.Clusterset, ClusterID: c.ClusterID})
+	return c, nil
+}
+
+// RenewLease implements store.Store.
+func (s *Store) RenewLease(_ context.Context, key store.ClusterKey, now time.Time) (store.Cluster, error) {
+	s.mu.Lock()
+	cs := s.set(key.Clusterset, false)
+	var c store.Cluster
+	ok := false
+	if cs != nil {
+		c, ok = cs.clusters[key.ClusterID]
+	}
+	if !ok {
+		s.mu.Unlock()
+		return store.Cluster{}, fmt.Errorf("renew %s/%s: %w", key.Clusterset, key.ClusterID, store.ErrClusterNotFound)
+	}
+	c.RenewTime = now
+	cs.clusters[key.ClusterID] = c
+	s.mu.Unlock()
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID})
+	return c, nil
+}
+
+// GetCluster implements store.Store.
+func (s *Store) GetCluster(_ context.Context, key store.ClusterKey) (store.Cluster, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if cs := s.set(key.Clusterset, false); cs != nil {
+		if c, ok := cs.clusters[key.ClusterID]; ok {
+			return c, nil
+		}
+	}
+	return store.Cluster{}, fmt.Errorf("get %s/%s: %w", key.Clusterset, key.ClusterID, store.ErrClusterNotFound)
+}
+
+// ListClusters implements store.Store.
+func (s *Store) ListClusters(_ context.Context, clustersetName string) ([]store.Cluster, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cs := s.set(clustersetName, false)
+	if cs == nil {
+		return nil, nil
+	}
+	out := make([]store.Cluster, 0, len(cs.clusters))
+	for _, c := range cs.clusters {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClusterID < out[j].ClusterID })
+	return out, nil
+}
+
+// DeleteCluster implements store.Store.
+func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, error) {
+	s.mu.Lock()
+	cs := s.set(key.Clusterset, false)
+	if cs == nil {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("delete %s/%s: %w", key.Clusterset, key.ClusterID, store.ErrClusterNotFound)
+	}
+	if _, ok := cs.clusters[key.ClusterID]; !ok {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("delete %s/%s: %w", key.Clusterset, key.ClusterID, store.ErrClusterNotFound)
+	}
+	delete(cs.clusters, key.ClusterID)
+	var removed []store.ServiceKey
+	for svc, byCluster := range cs.exports {
+		if _, ok := byCluster[key.ClusterID]; ok {
+			delete(byCluster, key.ClusterID)
+			removed = append(removed, svc)
+			if len(byCluster) == 0 {
+				delete(cs.exports, svc)
+			}
+		}
+	}
+	if len(cs.clusters) == 0 && len(cs.exports) == 0 {
+		delete(s.clustersets, key.Clusterset)
+	}
+	s.mu.Unlock()
+	for _, svc := range removed {
+		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
+	}
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID})
+	return len(removed), nil
+}
+
+// putLocked writes one export; the caller holds s.mu and has checked the cluster exists.
+func putLocked(cs *clusterset, e store.Export) store.Export {
+	byCluster := cs.exports[e.Service]
+	if byCluster == nil {
+		byCluster = map[string]store.Export{}
+		cs.exports[e.Service] = byCluster
+	}
+	if old, ok := byCluster[e.ClusterID]; ok {
+		e.CreateTime = old.CreateTime
+	}
+	byCluster[e.ClusterID] = e
+	return e
+}
+
+func (s *Store) registeredLocked(key store.ClusterKey) (*clusterset, error) {
+	cs := s.set(key.Clusterset, false)
+	if cs == nil {
+		return nil, store.ErrClusterNotFound
+	}
+	if _, ok := cs.clusters[key.ClusterID]; !ok {
+		return nil, store.ErrClusterNotFound
+	}
+	return cs, nil
+}
+
+// PutExport implements store.Store.
+func (s *Store) PutExport(_ context.Context, e store.Export) (store.Export, error) {
+	s.mu.Lock()
+	cs, err := s.registeredLocked(e.ClusterKey())
+	if err != nil {
+		s.mu.Unlock()
+		return store.Export{}, fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, err)
+	}
+	e = putLocked(cs, e)
+	s.mu.Unlock()
+	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: e.Clusterset, ClusterID: e.ClusterID, Service: e.Service})
+	return e, nil
+}
+
+// DeleteExport implements store.Store.
+func (s *Store) DeleteExport(_ context.Context, key store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	s.mu.Lock()
+	cs := s.set(key.Clusterset, false)
+	found := false
+	if cs != nil {
+		if byCluster, ok := cs.exports[svc]; ok {
+			if _, found = byCluster[key.ClusterID]; found {
+				delete(byCluster, key.ClusterID)
+				if len(byCluster) == 0 {
+					delete(cs.exports, svc)
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if found {
+		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
+	}
+	return found, nil
+}
+
+// SyncExports implements store.Store.
+func (s *Store) SyncExports(_ context.Context, key store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
+	s.mu.Lock()
+	cs, err := s.registeredLocked(key)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", key.Clusterset, key.ClusterID, err)
+	}
+	keep := make(map[store.ServiceKey]bool, len(exports))
+	stored := make([]store.Export, len(exports))
+	changed := make([]store.ServiceKey, 0, len(exports))
+	for i, e := range exports {
+		stored[i] = putLocked(cs, e)
+		keep[e.Service] = true
+		changed = append(changed, e.Service)
+	}
+	deleted := 0
+	for svc, byCluster := range cs.exports {
+		if keep[svc] {
+			continue
+		}
+		if _, ok := byCluster[key.ClusterID]; ok {
+			delete(byCluster, key.ClusterID)
+			deleted++
+			changed = append(changed, svc)
+			if len(byCluster) == 0 {
+				delete(cs.exports, svc)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, svc := range changed {
+		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
+	}
+	return stored, deleted, nil
+}
+
+// ListExports implements store.Store.
+func (s *Store) ListExports(_ context.Context, clustersetName string) ([]store.Export, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cs := s.set(clustersetName, false)
+	if cs == nil {
+		return nil, nil
+	}
+	var out []store.Export
+	for _, byCluster := range cs.exports {
+		for _, e := range byCluster {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Service != out[j].Service {
+			return out[i].Service.Less(out[j].Service)
+		}
+		return out[i].ClusterID < out[j].ClusterID
+	})
+	return out, nil
+}
+
+// ListServiceExports implements store.Store.
+func (s *Store) ListServiceExports(_ context.Context, clustersetName string, svc store.ServiceKey) ([]store.Export, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cs := s.set(clustersetName, false)
+	if cs == nil {
+		return nil, nil
+	}
+	out := make([]store.Export, 0, len(cs.exports[svc]))
+	for _, e := range cs.exports[svc] {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClusterID < out[j].ClusterID })
+	return out, nil
+}
+
+// Changes implements store.Store.
+func (s *Store) Changes(ctx context.Context) (<-chan store.Change, error) {
+	return s.feed.Subscribe(ctx), nil
+}
+
+// Ping implements store.Store: the memory store is always reachable.
+func (s *Store) Ping(context.Context) error { return nil }

@@ -1,0 +1,146 @@
+// Package store defines what a registry store holds and the interface every store
+// implements. A store holds only facts reported by clusters: clusters with their leases, and
+// exports with their endpoints. ServiceImports are never stored; they are computed from
+// these facts (see the merge package).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// Errors every store returns, wrapped with context; test them with errors.Is.
+var (
+	// ErrClusterNotFound: the cluster is not registered.
+	ErrClusterNotFound = errors.New("cluster not registered")
+	// ErrUnavailable: the store cannot be reached.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// ClusterKey names a cluster.
+type ClusterKey struct {
+	Clusterset string
+	ClusterID  string
+}
+
+// ServiceKey names a Service within a clusterset.
+type ServiceKey struct {
+	Namespace string
+	Name      string
+}
+
+// String returns namespace/name.
+func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
+
+// Less orders service keys by namespace, then name.
+func (k ServiceKey) Less(o ServiceKey) bool {
+	if k.Namespace != o.Namespace {
+		return k.Namespace < o.Namespace
+	}
+	return k.Name < o.Name
+}
+
+// Cluster is a registered member cluster and its lease.
+type Cluster struct {
+	Clusterset    string
+	ClusterID     string
+	Region        string
+	LeaseDuration time.Duration
+	// RegisterTime is when the cluster was first registered; kept across re-registrations.
+	RegisterTime time.Time
+	// RenewTime is the last registration or renewal.
+	RenewTime time.Time
+}
+
+// Key returns the cluster's key.
+func (c Cluster) Key() ClusterKey {
+	return ClusterKey{Clusterset: c.Clusterset, ClusterID: c.ClusterID}
+}
+
+// ExpireTime is when the lease expires unless renewed.
+func (c Cluster) ExpireTime() time.Time { return c.RenewTime.Add(c.LeaseDuration) }
+
+// Active reports whether the lease is valid at now. A lease is expired from its expiry time on.
+func (c Cluster) Active(now time.Time) bool { return now.Before(c.ExpireTime()) }
+
+// Export is one cluster's export of a Service. Spec and EndpointGroups are treated as
+// immutable once handed to a store: writers build new messages instead of changing them.
+type Export struct {
+	Clusterset     string
+	ClusterID      string
+	Service        ServiceKey
+	Spec           *registryv1.ExportSpec
+	EndpointGroups []*registryv1.EndpointGroup
+	// CreateTime is when the registry first saw the export. Written once.
+	CreateTime time.Time
+	// UpdateTime is when the export was last written.
+	UpdateTime time.Time
+}
+
+// ClusterKey returns the key of the exporting cluster.
+func (e Export) ClusterKey() ClusterKey {
+	return ClusterKey{Clusterset: e.Clusterset, ClusterID: e.ClusterID}
+}
+
+// ChangeKind says what a Change is about.
+type ChangeKind int
+
+const (
+	// ChangeCluster: a cluster was registered, renewed or deleted.
+	ChangeCluster ChangeKind = iota + 1
+	// ChangeExport: an export was written or deleted.
+	ChangeExport
+	// ChangeResync: changes may have been missed (for example a change feed restarted);
+	// the receiver reloads the clusterset, or everything when Clusterset is empty.
+	ChangeResync
+)
+
+// Change tells that a fact changed. It carries no data: the receiver reads the store.
+type Change struct {
+	Kind       ChangeKind
+	Clusterset string
+	ClusterID  string
+	Service    ServiceKey
+}
+
+// Store is the registry's storage. Every method is safe for concurrent use; every
+// read-modify-write is atomic in the store, also across registry replicas sharing it.
+type Store interface {
+	// RegisterCluster creates the cluster, or renews it and updates its region and lease
+	// duration when it exists. RegisterTime of an existing cluster is kept.
+	RegisterCluster(ctx context.Context, c Cluster) (Cluster, error)
+	// RenewLease sets the cluster's RenewTime. ErrClusterNotFound when it is not
+	// registered: a renewal never creates a cluster.
+	RenewLease(ctx context.Context, key ClusterKey, now time.Time) (Cluster, error)
+	// GetCluster returns one cluster or ErrClusterNotFound.
+	GetCluster(ctx context.Context, key ClusterKey) (Cluster, error)
+	// ListClusters returns the clusters of a clusterset, sorted by cluster id.
+	ListClusters(ctx context.Context, clusterset string) ([]Cluster, error)
+	// DeleteCluster removes the cluster and all its exports, and returns how many exports
+	// were removed. ErrClusterNotFound when it is not registered.
+	DeleteCluster(ctx context.Context, key ClusterKey) (int, error)
+
+	// PutExport creates or replaces an export; CreateTime of an existing export is kept,
+	// and e.CreateTime is used only for a new one. ErrClusterNotFound when the exporting
+	// cluster is not registered.
+	PutExport(ctx context.Context, e Export) (Export, error)
+	// DeleteExport removes an export and reports whether it existed.
+	DeleteExport(ctx context.Context, key ClusterKey, svc ServiceKey) (bool, error)
+	// SyncExports makes exports the complete set of the cluster's exports: it writes each
+	// (as PutExport does) and deletes the cluster's other exports. It returns the stored
+	// exports in the order given and the number deleted.
+	SyncExports(ctx context.Context, key ClusterKey, exports []Export) ([]Export, int, error)
+	// ListExports returns the exports of a clusterset, sorted by service, then cluster id.
+	ListExports(ctx context.Context, clusterset string) ([]Export, error)
+	// ListServiceExports returns every cluster's export of one Service, sorted by cluster id.
+	ListServiceExports(ctx context.Context, clusterset string, svc ServiceKey) ([]Export, error)
+
+	// Changes delivers every change of the store, made through this process or another
+	// one sharing the store, until ctx ends. Changes may be delivered more than once.
+	Changes(ctx context.Context) (<-chan Change, error)
+	// Ping checks that the store can serve requests.
+	Ping(ctx context.Context) error
+}

@@ -1,0 +1,155 @@
+package harness
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	mcscrd "sigs.k8s.io/mcs-api/config/crd"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed crds/about.k8s.io_clusterproperties.yaml
+var clusterPropertyCRD []byte
+
+// Cluster is one running local Kubernetes cluster.
+type Cluster struct {
+	// Name is the name given in ClusterOptions (cluster-0, cluster-1, … by default).
+	Name string
+	// Config is an admin client configuration.
+	Config *rest.Config
+	// Client is a controller-runtime client with the built-in types.
+	Client client.Client
+	// Kubeconfig is the path of an admin kubeconfig file for kubectl and the project's binaries.
+	Kubeconfig string
+	// ServiceCIDR is the cluster's service IP range.
+	ServiceCIDR string
+
+	env *envtest.Environment
+}
+
+// ClusterOptions configure StartClusters.
+type ClusterOptions struct {
+	// Names of the clusters; its length is the number of clusters. Default: one cluster.
+	Names []string
+	// Dir receives one kubeconfig per cluster (<name>.kubeconfig). Default: a test temp dir.
+	Dir string
+	// SkipCRDs leaves the MCS and ClusterProperty CRDs out.
+	SkipCRDs bool
+}
+
+// CRDs returns the CRDs every cluster gets: ServiceExport and ServiceImport from the
+// sigs.k8s.io/mcs-api v0.5.2 module, and the KEP-2149 ClusterProperty.
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, raw := range [][]byte{mcscrd.ServiceExportCRD, mcscrd.ServiceImportCRD, clusterPropertyCRD} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return nil, fmt.Errorf("decode CRD: %w", err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// StartClusters starts the clusters in parallel and stops them when the test ends. Each has
+// its own etcd, its own service CIDR (10.<96+i>.0.0/16) and an admin kubeconfig file.
+func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
+	tb.Helper()
+	assets := K8sAssets(tb)
+	if len(opts.Names) == 0 {
+		opts.Names = []string{"cluster-0"}
+	}
+	if opts.Dir == "" {
+		opts.Dir = tb.TempDir()
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if !opts.SkipCRDs {
+		var err error
+		if crds, err = CRDs(); err != nil {
+			tb.Fatalf("harness: %v", err)
+		}
+	}
+	clusters := make([]*Cluster, len(opts.Names))
+	errs := make([]error, len(opts.Names))
+	var wg sync.WaitGroup
+	for i, name := range opts.Names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clusters[i], errs[i] = startCluster(name, fmt.Sprintf("10.%d.0.0/16", 96+i), assets, opts.Dir, crds)
+		}()
+	}
+	wg.Wait()
+	tb.Cleanup(func() {
+		for _, c := range clusters {
+			if c != nil {
+				_ = c.Stop()
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			tb.Fatalf("harness: start cluster %s: %v", opts.Names[i], err)
+		}
+	}
+	return clusters
+}
+
+func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDs:                  crds,
+		ErrorIfCRDPathMissing: true,
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDR)
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, Config: cfg, ServiceCIDR: serviceCIDR, env: env}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	user, err := env.AddUser(envtest.User{Name: "harness-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("add admin user: %w", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(dir, name+".kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop stops the cluster's processes.
+func (c *Cluster) Stop() error {
+	if c.env == nil {
+		return nil
+	}
+	env := c.env
+	c.env = nil
+	return env.Stop()
+}

@@ -1,0 +1,150 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// TestThreeClusters starts three clusters at once; in the first, kube-controller-manager
+// turns a Service and its Pods into a real EndpointSlice; in every one, a ServiceExport
+// written as v1alpha1 is read back as v1beta1.
+func TestThreeClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a", "usw2-a", "euw1-a"}})
+	t.Logf("three clusters started in %s", time.Since(start).Round(time.Millisecond))
+
+	for _, c := range clusters {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dynamo"}}
+		if err := c.Client.Create(ctx, ns); err != nil {
+			t.Fatalf("%s: create namespace: %v", c.Name, err)
+		}
+		se := &unstructured.Unstructured{}
+		se.SetAPIVersion("multicluster.x-k8s.io/v1alpha1")
+		se.SetKind("ServiceExport")
+		se.SetNamespace("dynamo")
+		se.SetName("my-dgd-pool-relay")
+		if err := c.Client.Create(ctx, se); err != nil {
+			t.Fatalf("%s: create v1alpha1 ServiceExport: %v", c.Name, err)
+		}
+		got := &unstructured.Unstructured{}
+		got.SetAPIVersion("multicluster.x-k8s.io/v1beta1")
+		got.SetKind("ServiceExport")
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}, got); err != nil {
+			t.Fatalf("%s: read the ServiceExport as v1beta1: %v", c.Name, err)
+		}
+		if got.GetAPIVersion() != "multicluster.x-k8s.io/v1beta1" || got.GetUID() != se.GetUID() {
+			t.Fatalf("%s: read back %s uid %s, want v1beta1 of uid %s", c.Name, got.GetAPIVersion(), got.GetUID(), se.GetUID())
+		}
+		cp := &unstructured.Unstructured{}
+		cp.SetAPIVersion("about.k8s.io/v1alpha1")
+		cp.SetKind("ClusterProperty")
+		cp.SetName("cluster.clusterset.k8s.io")
+		_ = unstructured.SetNestedField(cp.Object, c.Name, "spec", "value")
+		if err := c.Client.Create(ctx, cp); err != nil {
+			t.Fatalf("%s: create ClusterProperty: %v", c.Name, err)
+		}
+	}
+
+	c := clusters[0]
+	c.StartControllerManager(t)
+	if _, err := c.CreateNode(ctx, "node-a", map[string]string{"topology.kubernetes.io/zone": "us-east-1a"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "my-dgd-pool-relay"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "relay"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	if err := c.Client.Create(ctx, svc); err != nil {
+		t.Fatalf("create service: %v", err)
+	}
+	for i, ip := range []string{"10.244.0.10", "10.244.0.11"} {
+		if _, err := c.CreatePod(ctx, harness.PodSpec{
+			Namespace: "dynamo", Name: fmt.Sprintf("relay-%d", i), Node: "node-a", IP: ip, Ready: i == 0,
+			Labels: map[string]string{"app": "relay"},
+			Ports:  []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var slices discoveryv1.EndpointSliceList
+		if err := c.Client.List(ctx, &slices, client.InNamespace("dynamo"), client.MatchingLabels{discoveryv1.LabelServiceName: "my-dgd-pool-relay"}); err != nil {
+			t.Fatalf("list slices: %v", err)
+		}
+		ready := map[string]bool{}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				ready[e.Addresses[0]] = e.Conditions.Ready != nil && *e.Conditions.Ready
+			}
+			if len(ready) == 2 && ready["10.244.0.10"] && !ready["10.244.0.11"] && len(s.Ports) == 1 && *s.Ports[0].Port == 8080 {
+				t.Logf("EndpointSlice %s from kube-controller-manager: %v", s.Name, ready)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no EndpointSlice with both pods (one ready) appeared; last seen %v", ready)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestDynamoDBConditionalWrite round-trips a conditional write against the local server.
+func TestDynamoDBConditionalWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := harness.StartDynamoDB(t)
+	c := d.Client()
+	table := harness.TableName(t)
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	put := func(v string) error {
+		_, err := c.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:           aws.String(table),
+			Item:                map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}, "v": &types.AttributeValueMemberS{Value: v}},
+			ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		})
+		return err
+	}
+	if err := put("first"); err != nil {
+		t.Fatalf("first conditional put: %v", err)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if err := put("second"); !errors.As(err, &ccf) {
+		t.Fatalf("second conditional put error = %v, want ConditionalCheckFailedException", err)
+	}
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	if v := out.Item["v"].(*types.AttributeValueMemberS).Value; v != "first" {
+		t.Fatalf("stored value = %q, want the first write kept", v)
+	}
+}
