@@ -1,0 +1,255 @@
+package imports
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	st    *memory.Store
+	cache *Cache
+	clk   *clock
+}
+
+func newFixture(t *testing.T, history int) *fixture {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	clk := &clock{t: time.Now()}
+	st := memory.New()
+	c := New(Options{Store: st, Now: clk.Now, History: history})
+	go func() { _ = c.Run(ctx) }()
+	return &fixture{t: t, ctx: ctx, st: st, cache: c, clk: clk}
+}
+
+func (f *fixture) register(id string, lease time.Duration) {
+	f.t.Helper()
+	now := f.clk.Now()
+	if _, err := f.st.RegisterCluster(f.ctx, store.Cluster{Clusterset: "prod", ClusterID: id, LeaseDuration: lease, RegisterTime: now, RenewTime: now}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.cache.RefreshCluster(f.ctx, "prod", id); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) put(id, name string, port int32) {
+	f.t.Helper()
+	k := store.ServiceKey{Namespace: "dynamo", Name: name}
+	_, err := f.st.PutExport(f.ctx, store.Export{
+		Clusterset: "prod", ClusterID: id, Service: k, CreateTime: f.clk.Now(),
+		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port}}},
+		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}},
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) next(w *Watcher) *registryv1.WatchImportsResponse {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := w.Next(ctx)
+	if err != nil {
+		f.t.Fatalf("Next: %v", err)
+	}
+	return resp
+}
+
+func names(imps []*registryv1.ServiceImport) []string {
+	var out []string
+	for _, i := range imps {
+		out = append(out, i.GetService().GetName())
+	}
+	return out
+}
+
+func TestWatchSnapshotThenDeltas(t *testing.T) {
+	f := newFixture(t, 0)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	f.register("a", 30*time.Second)
+	f.put("a", "one", 80)
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{IncludeEndpoints: true}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	snap := f.next(w)
+	if !snap.GetSnapshot() || fmt.Sprint(names(snap.GetUpserts())) != "[one]" {
+		t.Fatalf("first message = %v, want a snapshot of [one]", snap)
+	}
+	if len(snap.GetUpserts()[0].GetClusters()[0].GetEndpointGroups()) != 1 {
+		t.Fatal("snapshot lost the endpoints")
+	}
+	f.put("a", "two", 80)
+	d := f.next(w)
+	if d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[two]" || d.GetRevision() != snap.GetRevision()+1 {
+		t.Fatalf("delta = %v, want upsert [two] at revision %d", d, snap.GetRevision()+1)
+	}
+	// Writing the same export again changes no import: no message, no revision.
+	rev := d.GetRevision()
+	f.put("a", "two", 80)
+	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, store.ServiceKey{Namespace: "dynamo", Name: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.cache.RefreshService(f.ctx, "prod", store.ServiceKey{Namespace: "dynamo", Name: "one"})
+	d = f.next(w)
+	if len(d.GetUpserts()) != 0 || len(d.GetDeletes()) != 1 || d.GetDeletes()[0].GetName() != "one" || d.GetRevision() != rev+1 {
+		t.Fatalf("delta = %v, want only delete one at revision %d", d, rev+1)
+	}
+}
+
+func TestWatchResume(t *testing.T) {
+	f := newFixture(t, 3)
+	f.register("a", 30*time.Second)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	f.put("a", "one", 80)
+	snap, _ := f.cache.List(f.ctx, "prod", Filter{})
+	f.put("a", "two", 80)
+
+	// Same epoch, revision still held: only the change after it.
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, f.cache.Epoch(), snap.Revision)
+	d := f.next(w)
+	if d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[two]" {
+		t.Fatalf("resumed watch got %v, want the delta [two]", d)
+	}
+	w.Close()
+
+	// Another epoch (another replica or a restart): a snapshot.
+	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, "other-epoch", snap.Revision)
+	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 2 {
+		t.Fatalf("watch from another epoch got %v, want a snapshot of 2", d)
+	}
+	w.Close()
+
+	// A revision older than the kept history (3 changes): a snapshot.
+	for i := range 4 {
+		f.put("a", fmt.Sprintf("more%d", i), 80)
+	}
+	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, f.cache.Epoch(), snap.Revision)
+	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 6 {
+		t.Fatalf("watch from a forgotten revision got %v, want a snapshot of 6", d)
+	}
+	w.Close()
+}
+
+// TestSlowWatcher: a watcher that does not read never blocks writers; when it reads again
+// it gets the changes coalesced, or a snapshot when they left the history.
+func TestSlowWatcher(t *testing.T) {
+	f := newFixture(t, 10)
+	f.register("a", 30*time.Second)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	f.next(w)
+	done := make(chan struct{})
+	go func() {
+		for i := range 5 {
+			f.put("a", fmt.Sprintf("svc%d", i), 80)
+			f.put("a", fmt.Sprintf("svc%d", i), 81)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writers blocked by a watcher that does not read")
+	}
+	d := f.next(w)
+	if d.GetSnapshot() || len(d.GetUpserts()) != 5 {
+		t.Fatalf("coalesced delta = %v, want 5 upserts", names(d.GetUpserts()))
+	}
+	for _, imp := range d.GetUpserts() {
+		if imp.GetSpec().GetPorts()[0].GetPort() != 81 {
+			t.Fatalf("%s has port %d, want the latest 81", imp.GetService().GetName(), imp.GetSpec().GetPorts()[0].GetPort())
+		}
+	}
+	for i := range 11 {
+		f.put("a", fmt.Sprintf("late%d", i), 80)
+	}
+	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 16 {
+		t.Fatalf("after falling behind the history: %v, want a snapshot of 16", d)
+	}
+}
+
+// TestLeaseExpiryWithoutWrites: an import loses an expired cluster by the passing of time
+// alone, and a renewal brings it back.
+func TestLeaseExpiryWithoutWrites(t *testing.T) {
+	f := newFixture(t, 0)
+	f.clk = &clock{t: time.Now()}
+	f.cache.now = time.Now
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	f.register("a", time.Hour)
+	f.register("b", 300*time.Millisecond)
+	f.put("a", "svc", 80)
+	f.put("b", "svc", 80)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	if s := f.next(w); len(s.GetUpserts()[0].GetClusters()) != 2 {
+		t.Fatalf("snapshot clusters = %d, want 2", len(s.GetUpserts()[0].GetClusters()))
+	}
+	d := f.next(w) // the expiry timer fires without any write
+	if got := d.GetUpserts()[0].GetClusters(); len(got) != 1 || got[0].GetClusterId() != "a" {
+		t.Fatalf("after b's lease expired: %v, want only a", got)
+	}
+	if _, err := f.st.RenewLease(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d = f.next(w) // delivered through the store's change feed
+	if got := d.GetUpserts()[0].GetClusters(); len(got) != 2 {
+		t.Fatalf("after b renewed: %v, want a and b", got)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	f := newFixture(t, 0)
+	f.register("a", time.Hour)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	f.put("a", "svc", 80)
+	k := store.ServiceKey{Namespace: "other", Name: "x"}
+	if _, err := f.st.PutExport(f.ctx, store.Export{Clusterset: "prod", ClusterID: "a", Service: k, Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.cache.RefreshService(f.ctx, "prod", k)
+	snap, _ := f.cache.List(f.ctx, "prod", Filter{Namespace: "dynamo"})
+	if fmt.Sprint(names(snap.Imports)) != "[svc]" {
+		t.Fatalf("namespace filter = %v", names(snap.Imports))
+	}
+	if len(snap.Imports[0].GetClusters()[0].GetEndpointGroups()) != 0 {
+		t.Fatal("endpoints returned without IncludeEndpoints")
+	}
+	full, _ := f.cache.List(f.ctx, "prod", Filter{IncludeEndpoints: true})
+	if len(full.Imports) != 2 || len(full.Imports[0].GetClusters()[0].GetEndpointGroups()) != 1 {
+		t.Fatalf("full list = %v", full.Imports)
+	}
+}
