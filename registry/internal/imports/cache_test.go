@@ -59,7 +59,7 @@ func (f *fixture) put(id, name string, port int32) {
 	k := store.ServiceKey{Namespace: "dynamo", Name: name}
 	_, err := f.st.PutExport(f.ctx, store.Export{
 		Clusterset: "prod", ClusterID: id, Service: k, CreateTime: f.clk.Now(),
-		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port}}},
+		Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port}}},
 		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}},
 	})
 	if err != nil {
