@@ -114,6 +114,8 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDR)
 	cfg, err := env.Start()
 	if err != nil {
+		// Start may fail after the control plane is up (for example installing CRDs).
+		_ = env.Stop()
 		return nil, err
 	}
 	c := &Cluster{Name: name, Config: cfg, ServiceCIDR: serviceCIDR, env: env}

@@ -123,6 +123,9 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) {
 	}
 }
 
+// Close stops the cache's lease timers and ends every watch.
+func (c *Cache) Close() { c.drop("") }
+
 // drop forgets a clusterset (all of them when name is empty): its next use reloads it and
 // its watchers get a snapshot.
 func (c *Cache) drop(name string) {
