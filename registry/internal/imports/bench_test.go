@@ -26,7 +26,7 @@ func benchExport(cluster string, svc int, endpoints int) store.Export {
 	}
 	return store.Export{
 		Clusterset: "prod", ClusterID: cluster, Service: store.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("svc-%04d", svc)},
-		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}},
+		Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}},
 		EndpointGroups: []*registryv1.EndpointGroup{g}, CreateTime: time.Now(),
 	}
 }
