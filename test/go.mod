@@ -19,6 +19,7 @@ require (
 )
 
 require (
+	github.com/ai-dynamo/global-discovery-mcs/gds-client v0.0.0-00010101000000-000000000000
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
@@ -81,5 +82,6 @@ require (
 
 replace (
 	github.com/ai-dynamo/global-discovery-mcs/api => ../api
+	github.com/ai-dynamo/global-discovery-mcs/gds-client => ../gds-client
 	github.com/ai-dynamo/global-discovery-mcs/registry => ../registry
 )

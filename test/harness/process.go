@@ -68,6 +68,9 @@ func StartProcess(tb testing.TB, name, path string, args ...string) *Process {
 	return p
 }
 
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Output returns what the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
 
