@@ -84,7 +84,7 @@ type Snapshot struct {
 	// Generation increases with every snapshot a Discovery builds; 0 for Build's result.
 	Generation uint64
 	Pools      []api.Pool
-	Routers []api.Router
+	Routers    []api.Router
 	// Problems are configuration mismatches seen in the slices, for example a router port
 	// name that no router slice has. The discovery logs each new one.
 	Problems []string

@@ -73,7 +73,9 @@ func Handler(src Source, m *Metrics) http.Handler {
 	// Each document is encoded once per snapshot, not once per request: many consumers
 	// poll, and a large clusterset's /pools is megabytes.
 	pools := &encoded{build: func(s discovery.Snapshot) any { return api.PoolsResponse{APIVersion: api.APIVersion, Pools: s.Pools} }}
-	routers := &encoded{build: func(s discovery.Snapshot) any { return api.RoutersResponse{APIVersion: api.APIVersion, Routers: s.Routers} }}
+	routers := &encoded{build: func(s discovery.Snapshot) any {
+		return api.RoutersResponse{APIVersion: api.APIVersion, Routers: s.Routers}
+	}}
 	serve := func(path string, e *encoded) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			b, err := e.get(src.Snapshot())
