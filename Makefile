@@ -61,6 +61,7 @@ LDFLAGS := -s -w
 build:
 	@mkdir -p $(BIN)
 	cd registry && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/registry/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-registry ./cmd/mcs-registry
+	cd controller && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/controller/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-controller ./cmd/mcs-controller
 	cd gds-client && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version.Version=$(VERSION)" -o $(BIN)/global-discovery-service ./cmd/global-discovery-service
 
 ## Test --------------------------------------------------------------------------------

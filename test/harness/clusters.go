@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -27,7 +28,7 @@ type Cluster struct {
 	Name string
 	// Config is an admin client configuration.
 	Config *rest.Config
-	// Client is a controller-runtime client with the built-in types.
+	// Client is a controller-runtime client with the built-in types and the MCS v1beta1 types.
 	Client client.Client
 	// Kubeconfig is the path of an admin kubeconfig file for kubectl and the project's binaries.
 	Kubeconfig string
@@ -120,9 +121,11 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	}
 	c := &Cluster{Name: name, Config: cfg, ServiceCIDR: serviceCIDR, env: env}
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		_ = env.Stop()
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
+		if err := add(scheme); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
 	}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		_ = env.Stop()

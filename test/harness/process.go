@@ -167,8 +167,15 @@ type Registry struct {
 // until /readyz answers.
 func StartRegistry(tb testing.TB, extra ...string) *Registry {
 	tb.Helper()
+	return StartRegistryAt(tb, Addr(FreePort(tb)), extra...)
+}
+
+// StartRegistryAt is StartRegistry with a given gRPC address, for a registry that clients
+// were told about before it started.
+func StartRegistryAt(tb testing.TB, grpcAddr string, extra ...string) *Registry {
+	tb.Helper()
 	r := &Registry{
-		GRPCAddr: Addr(FreePort(tb)), RESTAddr: Addr(FreePort(tb)), AdminAddr: Addr(FreePort(tb)),
+		GRPCAddr: grpcAddr, RESTAddr: Addr(FreePort(tb)), AdminAddr: Addr(FreePort(tb)),
 	}
 	r.args = append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text"}, extra...)
 	r.start(tb)

@@ -1,0 +1,309 @@
+// Command mcs-controller runs in every member cluster of a clusterset: it keeps the
+// cluster registered with mcs-registry and sends the cluster's ServiceExports and their
+// endpoints to it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/version"
+)
+
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*s = append(*s, p)
+		}
+	}
+	return nil
+}
+
+type options struct {
+	registryURLs        stringList
+	registryCAFile      string
+	allowInsecureHTTP   bool
+	clustersetID        string
+	clusterID           string
+	region              string
+	watchNamespaces     stringList
+	leaseDuration       time.Duration
+	renewInterval       time.Duration
+	endpointBatchPeriod time.Duration
+	leaderElect         bool
+	leaderElectionNS    string
+	leaderElectionID    string
+	leaderLeaseDuration time.Duration
+	leaderRenewDeadline time.Duration
+	leaderRetryPeriod   time.Duration
+	metricsAddr         string
+	probeAddr           string
+	logLevel            string
+	failbackMin         time.Duration
+	failbackMax         time.Duration
+	registryCallTimeout time.Duration
+	showVersion         bool
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var o options
+	fs := flag.CommandLine // controller-runtime adds --kubeconfig to it
+	fs.Var(&o.registryURLs, "registry-url", "gRPC URL of the registry, https:// or http://; repeat (or separate with commas) for failover, in order.")
+	fs.StringVar(&o.registryCAFile, "registry-tls-ca-file", "", "PEM bundle of the CAs that sign the registry certificates; empty: the system roots.")
+	fs.BoolVar(&o.allowInsecureHTTP, "registry-allow-insecure-http", false, "Permit http:// registry URLs (plaintext).")
+	fs.StringVar(&o.clustersetID, "clusterset-id", "", "The clusterset; empty: the ClusterProperty clusterset.k8s.io.")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "This cluster's id; empty: the ClusterProperty cluster.clusterset.k8s.io.")
+	fs.StringVar(&o.region, "region", "", "This cluster's region; empty: the most common topology.kubernetes.io/region node label.")
+	fs.Var(&o.watchNamespaces, "watch-namespaces", "Namespaces whose ServiceExports are exported, comma-separated; empty: all.")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 30*time.Second, "The cluster's lease in the registry (5s to 1h).")
+	fs.DurationVar(&o.renewInterval, "renew-interval", 10*time.Second, "How often the leader renews the lease; at most a third of --lease-duration.")
+	fs.DurationVar(&o.endpointBatchPeriod, "endpoint-batch-period", 500*time.Millisecond, "EndpointSlice changes of one Service within this period are sent in one write.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among the replicas; only the leader writes to the registry.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty: $POD_NAMESPACE, else mcs-system.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "mcs-controller.multicluster.dynamo.nvidia.com", "Name of the leader-election Lease.")
+	fs.DurationVar(&o.leaderLeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader holds the Lease without renewing it.")
+	fs.DurationVar(&o.leaderRenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before it steps down.")
+	fs.DurationVar(&o.leaderRetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to take the Lease.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of /metrics; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.DurationVar(&o.failbackMin, "registry-failback-min-interval", 15*time.Second, "After a failover, first wait before probing the earlier registry URLs again.")
+	fs.DurationVar(&o.failbackMax, "registry-failback-max-interval", 2*time.Minute, "Longest wait between failback probes.")
+	fs.DurationVar(&o.registryCallTimeout, "registry-call-timeout", 10*time.Second, "Timeout of one registry call on one URL before the next URL is tried.")
+	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if o.showVersion {
+		fmt.Println("mcs-controller", version.Version)
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller: --log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("version", version.Version)
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	if err := runController(ctrl.SetupSignalHandler(), o, log); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (o options) validate() ([]registryclient.Target, error) {
+	targets, err := registryclient.ParseURLs(o.registryURLs, o.allowInsecureHTTP)
+	if err != nil {
+		return nil, err
+	}
+	if o.leaseDuration < 5*time.Second || o.leaseDuration > time.Hour {
+		return nil, fmt.Errorf("--lease-duration %s: must be between 5s and 1h", o.leaseDuration)
+	}
+	if o.renewInterval <= 0 || o.renewInterval*3 > o.leaseDuration {
+		return nil, fmt.Errorf("--renew-interval %s: must be positive and at most a third of --lease-duration (%s)", o.renewInterval, o.leaseDuration)
+	}
+	return targets, nil
+}
+
+func runController(ctx context.Context, o options, log *slog.Logger) error {
+	targets, err := o.validate()
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := registryclient.TLSConfig(o.registryCAFile)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	id, err := identity.Resolve(ctx, direct, o.clustersetID, o.clusterID, o.region)
+	if err != nil {
+		return err
+	}
+	if id.Region == "" {
+		log.Warn("no region: --region is not set and no Node has the label " + identity.RegionLabel)
+	}
+	log.Info("cluster identity", "clusterset", id.Clusterset, "cluster", id.ClusterID, "region", id.Region,
+		"clusterset_from", id.Sources["clusterset"], "cluster_from", id.Sources["cluster"], "region_from", id.Sources["region"])
+
+	leNS := o.leaderElectionNS
+	if leNS == "" {
+		if leNS = os.Getenv("POD_NAMESPACE"); leNS == "" {
+			leNS = "mcs-system"
+		}
+	}
+	cacheOpts := cache.Options{}
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(restCfg, manager.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       leNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaderLeaseDuration,
+		RenewDeadline:                 &o.leaderRenewDeadline,
+		RetryPeriod:                   &o.leaderRetryPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	m := newMetrics(crmetrics.Registry)
+	pool, err := registryclient.NewPool(registryclient.PoolOptions{
+		Targets: targets, TLS: tlsCfg, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	exp := &exporter.Reconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
+		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod, Log: log,
+		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
+	}
+	session := &registryclient.Session{
+		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
+		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
+		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(),
+	}
+	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, Log: log}
+	exp.Session, exp.Imports = session, watch
+	session.OnStateChange = func() { go exp.Trigger(ctx, nil) }
+	watch.OnChange = func(keys []registryclient.ServiceKey) { exp.Trigger(ctx, keys) }
+	if err := exp.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The session, the import watch and the failback prober run on the leader only.
+	for _, r := range []func(context.Context) error{
+		func(ctx context.Context) error {
+			// Exports are read from the cache; wait for it before the first registration.
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return errors.New("cache did not sync")
+			}
+			return session.Run(ctx)
+		},
+		watch.Run,
+		func(ctx context.Context) error { pool.RunFailback(ctx, o.failbackMin, o.failbackMax); return nil },
+	} {
+		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("mcs-controller starting", "registry_urls", o.registryURLs.String(), "watch_namespaces", o.watchNamespaces.String(),
+		"leader_election", o.leaderElect, "leader_election_namespace", leNS)
+	return mgr.Start(ctx)
+}
+
+// metrics of the controller, registered on controller-runtime's registry.
+type metrics struct {
+	connection *prometheus.GaugeVec
+	active     *prometheus.GaugeVec
+	failovers  prometheus.Counter
+	heartbeats *prometheus.CounterVec
+	registers  *prometheus.CounterVec
+	writes     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connection: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_registry_connection_up",
+			Help: "1 when the registry URL answered its last call or probe, 0 when it did not."}, []string{"url"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_registry_active",
+			Help: "1 for the registry URL calls go to now, 0 for the others."}, []string{"url"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcs_controller_registry_failovers_total",
+			Help: "Moves from one registry URL to another, failbacks included."}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_heartbeats_total",
+			Help: "Lease renewals, by result (success or failure)."}, []string{"result"}),
+		registers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_registrations_total",
+			Help: "Cluster registrations, by result (success or failure)."}, []string{"result"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_export_writes_total",
+			Help: "Export writes to the registry, by operation (put, delete, sync) and result (success or failure)."}, []string{"op", "result"}),
+	}
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes)
+	return m
+}
+
+func result(ok bool) string {
+	if ok {
+		return "success"
+	}
+	return "failure"
+}
+
+func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }
+
+func (m *metrics) hooks() registryclient.Metrics {
+	return registryclient.Metrics{
+		ConnectionState: func(url string, up bool) {
+			v := 0.0
+			if up {
+				v = 1
+			}
+			m.connection.WithLabelValues(url).Set(v)
+		},
+		Active: func(url string) {
+			m.active.Reset()
+			m.active.WithLabelValues(url).Set(1)
+		},
+		Failover:  func(string, string) { m.failovers.Inc() },
+		Heartbeat: func(ok bool) { m.heartbeats.WithLabelValues(result(ok)).Inc() },
+		Register:  func(ok bool) { m.registers.WithLabelValues(result(ok)).Inc() },
+	}
+}

@@ -1,0 +1,455 @@
+// Package exporter is the export path of mcs-controller: it sends every ServiceExport of
+// the cluster, with its Service's endpoints, to the registry, and sets the ServiceExport's
+// Valid, Ready and Conflict conditions from what it observes: the Service, the session, the
+// registry's answer and the registry's imports.
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+)
+
+// Names this controller uses on objects.
+const (
+	// Finalizer keeps a ServiceExport until its export is removed from the registry.
+	Finalizer = "multicluster.dynamo.nvidia.com/service-export"
+	// ManagedBy is this controller's endpointslice.kubernetes.io/managed-by value; slices
+	// carrying it are imports and are never exported again.
+	ManagedBy = "mcs-controller.dynamo.nvidia.com"
+	// EventExportFailed is the Warning Event reason when the registry rejects an export.
+	EventExportFailed = "ExportFailed"
+	// ReasonClusterLeaseExpired is the Ready reason when the cluster's lease is gone.
+	ReasonClusterLeaseExpired = "ClusterLeaseExpired"
+)
+
+// Registry is what the exporter needs of the registry connection.
+type Registry interface {
+	Call(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) error
+}
+
+// Session is what the exporter needs of the cluster's session.
+type Session interface {
+	State() registryclient.State
+	Lost()
+}
+
+// Imports is what the exporter reads of the registry's imports.
+type Imports interface {
+	Get(k registryclient.ServiceKey) *registryv1.ServiceImport
+}
+
+// Metrics are the exporter's hooks. Any field may be nil.
+type Metrics struct {
+	// ExportWrite is called after each write to the registry with its outcome.
+	ExportWrite func(op string, ok bool)
+}
+
+// sent is what the registry last accepted (or refused) for one ServiceExport.
+type sent struct {
+	content    *registryv1.ExportContent
+	generation int64
+	verdict    *registryv1.ExportVerdict
+	// rejected is the registry's INVALID_ARGUMENT message, when it refused the content.
+	rejected string
+}
+
+// Reconciler reconciles ServiceExports.
+type Reconciler struct {
+	Client     client.Client
+	Recorder   recorder.EventRecorder
+	Registry   Registry
+	Session    Session
+	Imports    Imports
+	Clusterset string
+	ClusterID  string
+	// BatchPeriod delays the reconcile after an EndpointSlice event, so endpoint churn is
+	// sent in one write.
+	BatchPeriod time.Duration
+	Log         *slog.Logger
+	Metrics     Metrics
+
+	mu   sync.Mutex
+	sent map[types.NamespacedName]*sent
+	// events feeds reconciles triggered from outside the cluster (session, imports).
+	events chan event.TypedGenericEvent[*mcsv1beta1.ServiceExport]
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.sent = map[types.NamespacedName]*sent{}
+	r.events = make(chan event.TypedGenericEvent[*mcsv1beta1.ServiceExport], 1024)
+	sliceHandler := handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.enqueueSlice(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.enqueueSlice(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.enqueueSlice(e.Object, q)
+		},
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("serviceexport").
+		For(&mcsv1beta1.ServiceExport{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		})).
+		Watches(&discoveryv1.EndpointSlice{}, sliceHandler).
+		WatchesRawSource(source.Channel(r.events, &handler.TypedEnqueueRequestForObject[*mcsv1beta1.ServiceExport]{})).
+		Complete(r)
+}
+
+// enqueueSlice queues the Service of a slice after the batch period; events for the same
+// Service within the period become one reconcile.
+func (r *Reconciler) enqueueSlice(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	labels := o.GetLabels()
+	name := labels[discoveryv1.LabelServiceName]
+	if name == "" || labels[discoveryv1.LabelManagedBy] == ManagedBy {
+		return
+	}
+	q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}, r.BatchPeriod)
+}
+
+// Trigger queues reconciles of the named ServiceExports (all of them when keys is nil).
+func (r *Reconciler) Trigger(ctx context.Context, keys []registryclient.ServiceKey) {
+	if keys == nil {
+		var list mcsv1beta1.ServiceExportList
+		if err := r.Client.List(ctx, &list); err != nil {
+			r.Log.Warn("list ServiceExports to reconcile", "error", err)
+			return
+		}
+		for _, se := range list.Items {
+			keys = append(keys, registryclient.ServiceKey{Namespace: se.Namespace, Name: se.Name})
+		}
+	}
+	for _, k := range keys {
+		se := &mcsv1beta1.ServiceExport{}
+		se.Namespace, se.Name = k.Namespace, k.Name
+		select {
+		case r.events <- event.TypedGenericEvent[*mcsv1beta1.ServiceExport]{Object: se}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// desired is the content to export, or nil with the Valid condition when the export is
+// not valid.
+func (r *Reconciler) desired(ctx context.Context, se *mcsv1beta1.ServiceExport) (*registryv1.ExportContent, metav1.Condition, error) {
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(se), &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoService),
+				fmt.Sprintf("Service %s/%s does not exist", se.Namespace, se.Name)), nil
+		}
+		return nil, metav1.Condition{}, err
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonInvalidServiceType),
+			"ExternalName Services cannot be exported"), nil
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}); err != nil {
+		return nil, metav1.Condition{}, err
+	}
+	own := slices.Items[:0]
+	for _, s := range slices.Items {
+		if s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
+			own = append(own, s)
+		}
+	}
+	content := &registryv1.ExportContent{
+		Service:        &registryv1.ServiceKey{Namespace: se.Namespace, Name: se.Name},
+		Spec:           Spec(&svc, se),
+		EndpointGroups: EndpointGroups(own),
+	}
+	return content, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid), "the Service can be exported"), nil
+}
+
+func cond(t mcsv1beta1.ServiceExportConditionType, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: msg}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	se := &mcsv1beta1.ServiceExport{}
+	if err := r.Client.Get(ctx, req.NamespacedName, se); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if !se.DeletionTimestamp.IsZero() {
+		if !controllerutil.ContainsFinalizer(se, Finalizer) {
+			return reconcile.Result{}, nil
+		}
+		if err := r.deleteExport(ctx, req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		}
+		controllerutil.RemoveFinalizer(se, Finalizer)
+		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, se))
+	}
+	if controllerutil.AddFinalizer(se, Finalizer) {
+		if err := r.Client.Update(ctx, se); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	content, valid, err := r.desired(ctx, se)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	conds := []metav1.Condition{valid}
+	var result reconcile.Result
+	var retErr error
+	if content == nil {
+		// Not valid: nothing is exported.
+		if err := r.deleteExport(ctx, req.NamespacedName); err != nil {
+			retErr = err
+		}
+		conds = append(conds,
+			cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "not exported: "+valid.Message),
+			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"))
+	} else {
+		ready, conflict, res, err := r.export(ctx, req.NamespacedName, se, content)
+		conds = append(conds, ready, conflict)
+		result, retErr = res, err
+	}
+	if err := r.setConditions(ctx, se, conds); err != nil {
+		return reconcile.Result{}, err
+	}
+	return result, retErr
+}
+
+// export sends content when the registry does not have it yet, and returns the Ready and
+// Conflict conditions.
+func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *mcsv1beta1.ServiceExport, content *registryv1.ExportContent) (metav1.Condition, metav1.Condition, reconcile.Result, error) {
+	unknownConflict := cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending), "waiting for the registry's verdict")
+	st := r.Session.State()
+	if !st.Registered {
+		if st.Ever && !st.LeaseValid {
+			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
+				"the cluster's lease in the registry expired: heartbeats are not reaching the registry"), unknownConflict, reconcile.Result{}, nil
+		}
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
+			"waiting for the cluster to register with the registry"), unknownConflict, reconcile.Result{}, nil
+	}
+	if !st.LeaseValid {
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
+			"the cluster's lease in the registry expired: heartbeats are not reaching the registry"), unknownConflict, reconcile.Result{}, nil
+	}
+	r.mu.Lock()
+	last := r.sent[key]
+	r.mu.Unlock()
+	if last == nil || last.generation != st.Generation || !proto.Equal(last.content, content) {
+		var resp *registryv1.PutExportResponse
+		err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+			var err error
+			resp, err = c.PutExport(ctx, &registryv1.PutExportRequest{
+				Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: content.Service, Spec: content.Spec, EndpointGroups: content.EndpointGroups,
+			})
+			return err
+		})
+		if f := r.Metrics.ExportWrite; f != nil {
+			f("put", err == nil)
+		}
+		switch status.Code(err) {
+		case codes.OK:
+			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict()}
+		case codes.InvalidArgument:
+			msg := status.Convert(err).Message()
+			if last == nil || last.rejected != msg {
+				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
+			}
+			last = &sent{content: content, generation: st.Generation, rejected: msg}
+		case codes.FailedPrecondition:
+			r.Session.Lost()
+			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
+				"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
+		default:
+			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
+				"the registry did not answer; retrying"), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
+		}
+		r.mu.Lock()
+		r.sent[key] = last
+		r.mu.Unlock()
+	}
+	if last.rejected != "" {
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry rejected the export: "+last.rejected),
+			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), reconcile.Result{}, nil
+	}
+	verdict := last.verdict
+	// The import, as the registry's watch last reported it, is newer than the put's verdict
+	// when other clusters changed their exports since.
+	if imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name}); imp != nil {
+		verdict = verdictFrom(imp, r.ClusterID)
+	}
+	ready := cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry")
+	return ready, conflictCondition(verdict), reconcile.Result{}, nil
+}
+
+func verdictFrom(imp *registryv1.ServiceImport, clusterID string) *registryv1.ExportVerdict {
+	v := &registryv1.ExportVerdict{WinningClusterId: imp.GetWinningClusterId()}
+	for _, c := range imp.GetClusters() {
+		if c.GetClusterId() == clusterID {
+			v.Participating = true
+			v.Conflicts = c.GetConflicts()
+		}
+	}
+	return v
+}
+
+// ConflictReason returns the Kubernetes reason of a conflict: PortConflict for
+// CONFLICT_REASON_PORT_CONFLICT.
+func ConflictReason(r registryv1.ConflictReason) string {
+	words := strings.Split(strings.TrimPrefix(r.String(), "CONFLICT_REASON_"), "_")
+	var b strings.Builder
+	for _, w := range words {
+		switch w {
+		case "IP":
+			b.WriteString("IP")
+		default:
+			b.WriteString(w[:1] + strings.ToLower(w[1:]))
+		}
+	}
+	return b.String()
+}
+
+func conflictCondition(v *registryv1.ExportVerdict) metav1.Condition {
+	if len(v.GetConflicts()) == 0 {
+		return cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "the exports of this Service agree")
+	}
+	reasons := make([]string, 0, len(v.GetConflicts()))
+	for _, c := range v.GetConflicts() {
+		reasons = append(reasons, ConflictReason(c))
+	}
+	// A condition has one reason: the first in KEP order (ports first); the message lists them all.
+	return cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, reasons[0],
+		fmt.Sprintf("the exports of this Service disagree (%s); the oldest export, from cluster %s, wins", strings.Join(reasons, ", "), v.GetWinningClusterId()))
+}
+
+// setConditions writes the conditions when they differ from the object's.
+func (r *Reconciler) setConditions(ctx context.Context, se *mcsv1beta1.ServiceExport, conds []metav1.Condition) error {
+	changed := false
+	for _, c := range conds {
+		c.ObservedGeneration = se.Generation
+		if meta.SetStatusCondition(&se.Status.Conditions, c) {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Status().Update(ctx, se))
+}
+
+// deleteExport removes the export from the registry when this process sent it, or when it
+// may be there from before (the finalizer path always asks the registry).
+func (r *Reconciler) deleteExport(ctx context.Context, key types.NamespacedName) error {
+	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		_, err := c.DeleteExport(ctx, &registryv1.DeleteExportRequest{
+			Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: &registryv1.ServiceKey{Namespace: key.Namespace, Name: key.Name},
+		})
+		return err
+	})
+	if f := r.Metrics.ExportWrite; f != nil {
+		f("delete", err == nil)
+	}
+	if err != nil {
+		return fmt.Errorf("delete export %s from the registry: %w", key, err)
+	}
+	r.forget(key)
+	return nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.sent, key)
+	r.mu.Unlock()
+}
+
+// SyncAll sends the complete set of the cluster's valid exports in one SyncExports call;
+// the session calls it after every registration.
+func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
+	var list mcsv1beta1.ServiceExportList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("list ServiceExports: %w", err)
+	}
+	req := &registryv1.SyncExportsRequest{Clusterset: r.Clusterset, ClusterId: r.ClusterID}
+	keys := map[int]types.NamespacedName{}
+	for i := range list.Items {
+		se := &list.Items[i]
+		if !se.DeletionTimestamp.IsZero() {
+			continue
+		}
+		content, _, err := r.desired(ctx, se)
+		if err != nil {
+			return err
+		}
+		if content == nil {
+			continue
+		}
+		keys[len(req.Exports)] = client.ObjectKeyFromObject(se)
+		req.Exports = append(req.Exports, content)
+	}
+	var resp *registryv1.SyncExportsResponse
+	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		var err error
+		resp, err = c.SyncExports(ctx, req)
+		return err
+	})
+	if f := r.Metrics.ExportWrite; f != nil {
+		f("sync", err == nil)
+	}
+	if err != nil {
+		// A rejected export fails the whole sync; the reconciles that follow send each
+		// export alone, so only the bad one is refused.
+		if status.Code(err) == codes.InvalidArgument {
+			r.Log.Warn("the registry rejected the export set; sending the exports one by one", "error", err)
+			r.mu.Lock()
+			r.sent = map[types.NamespacedName]*sent{}
+			r.mu.Unlock()
+			go r.Trigger(ctx, nil)
+			return nil
+		}
+		return fmt.Errorf("sync %d exports: %w", len(req.Exports), err)
+	}
+	r.mu.Lock()
+	r.sent = map[types.NamespacedName]*sent{}
+	for i, res := range resp.GetResults() {
+		r.sent[keys[i]] = &sent{content: req.Exports[i], generation: generation, verdict: res.GetVerdict()}
+	}
+	r.mu.Unlock()
+	r.Log.Info("exports sent to the registry", "exports", len(req.Exports), "deleted_stale", resp.GetDeletedExports())
+	go r.Trigger(ctx, nil)
+	return nil
+}

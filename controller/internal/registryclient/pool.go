@@ -1,0 +1,311 @@
+// Package registryclient is the controller's side of the registry: connections to the
+// registry URLs with failover, the cluster's session (registration and heartbeats), and the
+// watch of the clusterset's imports.
+package registryclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// Target is one registry URL.
+type Target struct {
+	// URL as given.
+	URL string
+	// Address is host:port, with the scheme's default port when the URL has none.
+	Address string
+	// Host is the host the certificate must name.
+	Host   string
+	Secure bool
+}
+
+// ParseURLs checks the registry URLs: http or https, the same scheme for all, and http only
+// when allowInsecure is set. A URL without a port gets 443 (https) or 80 (http).
+func ParseURLs(raw []string, allowInsecure bool) ([]Target, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("--registry-url: at least one URL is required")
+	}
+	var out []Target
+	for _, r := range raw {
+		u, err := url.Parse(r)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("--registry-url %q: not a URL like https://mcs-registry.example.internal:9090", r)
+		}
+		if u.Path != "" && u.Path != "/" {
+			return nil, fmt.Errorf("--registry-url %q: a gRPC URL has no path", r)
+		}
+		t := Target{URL: r, Host: u.Hostname()}
+		port := u.Port()
+		switch u.Scheme {
+		case "https":
+			t.Secure = true
+			if port == "" {
+				port = "443"
+			}
+		case "http":
+			if !allowInsecure {
+				return nil, fmt.Errorf("--registry-url %q: http:// sends the cluster's exports in plaintext; use https:// or set --registry-allow-insecure-http", r)
+			}
+			if port == "" {
+				port = "80"
+			}
+		default:
+			return nil, fmt.Errorf("--registry-url %q: the scheme must be https or http", r)
+		}
+		t.Address = net.JoinHostPort(t.Host, port)
+		if len(out) > 0 && out[0].Secure != t.Secure {
+			return nil, fmt.Errorf("--registry-url %q: every URL must use the same scheme as %q", r, out[0].URL)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// TLSConfig returns the client TLS configuration: the CAs of caFile, else the system roots.
+// The server name is set per connection from the URL's host.
+func TLSConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--registry-tls-ca-file %s: no PEM certificate in it", caFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// Metrics are the hooks the pool and the session report to. Any field may be nil.
+type Metrics struct {
+	// ConnectionState: 1 when the URL answered its last call or health check, 0 when not.
+	ConnectionState func(url string, up bool)
+	// Active: the URL calls go to now.
+	Active    func(url string)
+	Failover  func(from, to string)
+	Heartbeat func(ok bool)
+	Register  func(ok bool)
+}
+
+type conn struct {
+	target Target
+	cc     *grpc.ClientConn
+	client registryv1.RegistryServiceClient
+	health healthpb.HealthClient
+}
+
+// Pool holds a connection per registry URL and sends each call to the first URL, in
+// failover order, that answers. After a failover it probes the earlier URLs, with backoff and
+// jitter, and moves back when one answers again.
+type Pool struct {
+	conns   []*conn
+	log     *slog.Logger
+	metrics Metrics
+	// CallTimeout bounds one attempt on one URL.
+	callTimeout time.Duration
+
+	mu      sync.Mutex
+	current int
+}
+
+// PoolOptions configure NewPool.
+type PoolOptions struct {
+	Targets     []Target
+	TLS         *tls.Config
+	Logger      *slog.Logger
+	Metrics     Metrics
+	CallTimeout time.Duration
+}
+
+// NewPool connects (lazily) to every target.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	p := &Pool{log: opts.Logger, metrics: opts.Metrics, callTimeout: opts.CallTimeout}
+	for _, t := range opts.Targets {
+		creds := insecure.NewCredentials()
+		if t.Secure {
+			c := opts.TLS.Clone()
+			c.ServerName = t.Host
+			creds = credentials.NewTLS(c)
+		}
+		cc, err := grpc.NewClient(t.Address,
+			grpc.WithTransportCredentials(creds),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("registry %s: %w", t.URL, err)
+		}
+		p.conns = append(p.conns, &conn{target: t, cc: cc, client: registryv1.NewRegistryServiceClient(cc), health: healthpb.NewHealthClient(cc)})
+	}
+	if f := p.metrics.Active; f != nil && len(p.conns) > 0 {
+		f(p.conns[0].target.URL)
+	}
+	return p, nil
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	for _, c := range p.conns {
+		_ = c.cc.Close()
+	}
+}
+
+// Current returns the URL calls go to now.
+func (p *Pool) Current() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns[p.current].target.URL
+}
+
+// transient reports an error that another registry URL may not have.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// Call runs fn against the current URL, and on a transient error against each next URL in
+// failover order, moving the current URL to the first that answers.
+func (p *Pool) Call(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) error {
+	p.mu.Lock()
+	start := p.current
+	p.mu.Unlock()
+	var errs []error
+	for i := range p.conns {
+		idx := (start + i) % len(p.conns)
+		c := p.conns[idx]
+		actx, cancel := context.WithTimeout(ctx, p.callTimeout)
+		err := fn(actx, c.client)
+		cancel()
+		if f := p.metrics.ConnectionState; f != nil {
+			f(c.target.URL, err == nil || !transient(err))
+		}
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			if idx != start {
+				p.switchTo(idx)
+			}
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.target.URL, err))
+	}
+	return fmt.Errorf("no registry URL answered: %w", errors.Join(errs...))
+}
+
+// Stream opens a server stream on the current URL (failing over like Call) and returns it
+// with the URL it is on. The stream lives until ctx ends.
+func (p *Pool) Stream(ctx context.Context, open func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
+	p.mu.Lock()
+	start := p.current
+	p.mu.Unlock()
+	var errs []error
+	for i := range p.conns {
+		idx := (start + i) % len(p.conns)
+		c := p.conns[idx]
+		err := open(ctx, c.client)
+		if f := p.metrics.ConnectionState; f != nil {
+			f(c.target.URL, err == nil || !transient(err))
+		}
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			if idx != start {
+				p.switchTo(idx)
+			}
+			return c.target.URL, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.target.URL, err))
+	}
+	return "", fmt.Errorf("no registry URL answered: %w", errors.Join(errs...))
+}
+
+func (p *Pool) switchTo(idx int) {
+	p.mu.Lock()
+	from := p.conns[p.current].target.URL
+	if p.current == idx {
+		p.mu.Unlock()
+		return
+	}
+	p.current = idx
+	to := p.conns[idx].target.URL
+	p.mu.Unlock()
+	p.log.Warn("registry failover", "from", from, "to", to)
+	if f := p.metrics.Failover; f != nil {
+		f(from, to)
+	}
+	if f := p.metrics.Active; f != nil {
+		f(to)
+	}
+}
+
+// RunFailback probes the URLs before the current one while calls go to a later one, and
+// moves back to the first that reports SERVING. Probes back off from min to max, with
+// jitter, while the earlier URLs stay down.
+func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
+	delay := min
+	for {
+		jittered := delay/2 + time.Duration(rand.Int64N(int64(delay)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(jittered):
+		}
+		p.mu.Lock()
+		cur := p.current
+		p.mu.Unlock()
+		if cur == 0 {
+			delay = min
+			continue
+		}
+		back := false
+		for i := 0; i < cur; i++ {
+			hctx, cancel := context.WithTimeout(ctx, p.callTimeout)
+			resp, err := p.conns[i].health.Check(hctx, &healthpb.HealthCheckRequest{})
+			cancel()
+			up := err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+			if f := p.metrics.ConnectionState; f != nil {
+				f(p.conns[i].target.URL, up)
+			}
+			if up {
+				p.log.Info("registry URL answers again; failing back", "url", p.conns[i].target.URL)
+				p.switchTo(i)
+				back = true
+				break
+			}
+		}
+		if back {
+			delay = min
+		} else if delay *= 2; delay > max {
+			delay = max
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package registryclient
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// Session keeps this cluster registered: it registers, renews the lease every
+// RenewInterval, and registers again — then calls OnRegistered so the caller sends all its
+// exports at once — whenever the registry does not know the cluster (FAILED_PRECONDITION,
+// for example after a memory-store restart).
+type Session struct {
+	Pool          *Pool
+	Clusterset    string
+	ClusterID     string
+	Region        string
+	LeaseDuration time.Duration
+	RenewInterval time.Duration
+	// RetryInterval is the wait after a failed registration or renewal.
+	RetryInterval time.Duration
+	// OnRegistered runs after every successful registration, before renewals go on.
+	OnRegistered func(ctx context.Context, generation int64) error
+	// OnStateChange runs when the session's state changes (registered, lease valid).
+	OnStateChange func()
+	Log           *slog.Logger
+	Metrics       Metrics
+	// Now returns the current time; nil: time.Now.
+	Now func() time.Time
+
+	mu         sync.Mutex
+	registered bool
+	// generation counts registrations: exports sent under an older one must be sent again.
+	generation int64
+	lastRenew  time.Time
+	kick       chan struct{}
+}
+
+// State is the session as the export reconciler sees it.
+type State struct {
+	// Registered: the registry knows the cluster and its exports were sent after the last
+	// registration.
+	Registered bool
+	// LeaseValid: the last successful registration or renewal is younger than the lease.
+	LeaseValid bool
+	Generation int64
+	// Ever: the cluster was registered at least once by this process.
+	Ever bool
+}
+
+func (s *Session) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// State returns the current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return State{
+		Registered: s.registered,
+		LeaseValid: !s.lastRenew.IsZero() && s.now().Before(s.lastRenew.Add(s.LeaseDuration)),
+		Generation: s.generation,
+		Ever:       s.generation > 0,
+	}
+}
+
+// Lost tells the session that the registry no longer knows the cluster (a write got
+// FAILED_PRECONDITION): it registers again at once.
+func (s *Session) Lost() {
+	s.mu.Lock()
+	s.registered = false
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Session) notify() {
+	if s.OnStateChange != nil {
+		s.OnStateChange()
+	}
+}
+
+// Run keeps the session until ctx ends.
+func (s *Session) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.kick = make(chan struct{}, 1)
+	s.mu.Unlock()
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	wasValid := false
+	for {
+		wait := s.RenewInterval
+		if err := s.step(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.Log.Warn("registry session", "error", err, "url", s.Pool.Current())
+			wait = s.RetryInterval
+		}
+		if valid := s.State().LeaseValid; valid != wasValid {
+			wasValid = valid
+			s.notify()
+		}
+		// Wake before the lease could lapse unnoticed, and at once when kicked.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Session) step(ctx context.Context) error {
+	s.mu.Lock()
+	registered := s.registered
+	s.mu.Unlock()
+	if registered {
+		err := s.Pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+			_, err := c.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: s.Clusterset, ClusterId: s.ClusterID})
+			return err
+		})
+		if f := s.Metrics.Heartbeat; f != nil {
+			f(err == nil)
+		}
+		if err == nil {
+			s.mu.Lock()
+			s.lastRenew = s.now()
+			s.mu.Unlock()
+			return nil
+		}
+		if status.Code(err) != codes.FailedPrecondition {
+			return fmt.Errorf("renew lease: %w", err)
+		}
+		s.Log.Warn("the registry does not know this cluster; registering again", "error", err)
+		s.mu.Lock()
+		s.registered = false
+		s.mu.Unlock()
+		s.notify()
+	}
+	start := s.now()
+	var resp *registryv1.RegisterClusterResponse
+	err := s.Pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		var err error
+		resp, err = c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{
+			Clusterset: s.Clusterset, ClusterId: s.ClusterID, Region: s.Region, LeaseDuration: durationpb.New(s.LeaseDuration),
+		})
+		return err
+	})
+	if f := s.Metrics.Register; f != nil {
+		f(err == nil)
+	}
+	if err != nil {
+		return fmt.Errorf("register cluster %s/%s: %w", s.Clusterset, s.ClusterID, err)
+	}
+	s.mu.Lock()
+	s.lastRenew = start
+	s.generation++
+	gen := s.generation
+	s.mu.Unlock()
+	if s.OnRegistered != nil {
+		if err := s.OnRegistered(ctx, gen); err != nil {
+			return fmt.Errorf("send exports after registering: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.registered = true
+	s.mu.Unlock()
+	s.Log.Info("cluster registered", "clusterset", s.Clusterset, "cluster", s.ClusterID, "region", s.Region,
+		"lease", resp.GetCluster().GetLease().GetDuration().AsDuration(), "url", s.Pool.Current(), "generation", gen)
+	s.notify()
+	return nil
+}

@@ -1,0 +1,498 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+const finalizer = "multicluster.dynamo.nvidia.com/service-export"
+
+// conditions renders a ServiceExport's conditions as the spec's jsonpath does:
+// "Valid=True Valid\nReady=True Ready\nConflict=False NoConflicts".
+func conditions(se *mcsv1beta1.ServiceExport) string {
+	var lines []string
+	for _, t := range []string{"Valid", "Ready", "Conflict"} {
+		for _, c := range se.Status.Conditions {
+			if c.Type == t {
+				lines = append(lines, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitExport waits until the ServiceExport's conditions are want.
+func waitExport(t *testing.T, c *harness.Cluster, ns, name, want string, timeout time.Duration) *mcsv1beta1.ServiceExport {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got string
+	for {
+		se := &mcsv1beta1.ServiceExport{}
+		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, se)
+		if err == nil {
+			if got = conditions(se); got == want {
+				return se
+			}
+		} else {
+			got = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: ServiceExport %s/%s conditions:\n%s\nwant:\n%s", c.Name, ns, name, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+const readyConditions = "Valid=True Valid\nReady=True Ready\nConflict=False NoConflicts"
+
+func service(ns, name string, ports ...int32) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}}}
+	for i, p := range ports {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: p})
+	}
+	if len(ports) == 1 {
+		s.Spec.Ports[0].Name = "http"
+	}
+	return s
+}
+
+func serviceExport(ns, name string) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+// slice is an EndpointSlice of a Service, as kube-controller-manager writes it.
+func slice(ns, svc, name string, ips ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for i, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("%s-%d", svc, i)},
+		})
+	}
+	return s
+}
+
+func mustCreate(t *testing.T, c *harness.Cluster, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("%s: create %T %s: %v", c.Name, o, o.GetName(), err)
+		}
+	}
+}
+
+// registryExports returns "cluster:namespace/name:endpoints" for every export the registry holds.
+func registryExports(t *testing.T, reg *harness.Registry) []string {
+	t.Helper()
+	code, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/exports?includeEndpoints=true")
+	if code == 404 {
+		return nil
+	}
+	var resp struct {
+		Exports []struct {
+			ClusterID string `json:"clusterId"`
+			Service   struct{ Namespace, Name string }
+			Groups    []struct {
+				Endpoints []struct{ Addresses []string }
+			} `json:"endpointGroups"`
+		}
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &resp) != nil {
+		t.Fatalf("list exports: %d %s", code, body)
+	}
+	var out []string
+	for _, e := range resp.Exports {
+		var ips []string
+		for _, g := range e.Groups {
+			for _, ep := range g.Endpoints {
+				ips = append(ips, ep.Addresses...)
+			}
+		}
+		sort.Strings(ips)
+		out = append(out, fmt.Sprintf("%s:%s/%s:%s", e.ClusterID, e.Service.Namespace, e.Service.Name, strings.Join(ips, ",")))
+	}
+	return out
+}
+
+func waitRegistryExports(t *testing.T, reg *harness.Registry, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		if got = registryExports(t, reg); fmt.Sprint(got) == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("registry exports = %v, want %s", got, want)
+}
+
+func controllerArgs(reg *harness.Registry, cluster string, extra ...string) []string {
+	return append([]string{
+		"--registry-url=http://" + reg.GRPCAddr, "--registry-allow-insecure-http",
+		"--clusterset-id=prod", "--cluster-id=" + cluster, "--region=us-east-1",
+		"--endpoint-batch-period=100ms",
+	}, extra...)
+}
+
+// TestControllerExportPath covers the export path against a real kube-apiserver and the
+// real registry: NoService, InvalidServiceType, Valid/Ready/NoConflicts, endpoints sent,
+// the finalizer, Failed with the ExportFailed Event, v1alpha1-written exports, and export by
+// label.
+func TestControllerExportPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
+
+	// A ServiceExport without its Service.
+	mustCreate(t, cl, serviceExport("dynamo", "my-dgd-pool-relay"))
+	waitExport(t, cl, "dynamo", "my-dgd-pool-relay", "Valid=False NoService\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+
+	// The Service and its endpoints arrive: exported, endpoints in the registry.
+	mustCreate(t, cl, service("dynamo", "my-dgd-pool-relay", 80), slice("dynamo", "my-dgd-pool-relay", "my-dgd-pool-relay-abcde", "10.1.0.1", "10.1.0.2"))
+	se := waitExport(t, cl, "dynamo", "my-dgd-pool-relay", readyConditions, 30*time.Second)
+	if !strings.Contains(strings.Join(se.Finalizers, ","), finalizer) {
+		t.Fatalf("finalizer missing: %v", se.Finalizers)
+	}
+	waitRegistryExports(t, reg, "[use1-a:dynamo/my-dgd-pool-relay:10.1.0.1,10.1.0.2]")
+
+	// An endpoint added to the slice reaches the registry.
+	var s discoveryv1.EndpointSlice
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "my-dgd-pool-relay-abcde"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.1.0.3"}})
+	if err := cl.Client.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	waitRegistryExports(t, reg, "[use1-a:dynamo/my-dgd-pool-relay:10.1.0.1,10.1.0.2,10.1.0.3]")
+
+	// ExternalName: InvalidServiceType.
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "external"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
+	mustCreate(t, cl, ext, serviceExport("dynamo", "external"))
+	waitExport(t, cl, "dynamo", "external", "Valid=False InvalidServiceType\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+
+	// 65 ports: the registry rejects it; Ready=False Failed and an ExportFailed Event.
+	ports := make([]int32, 65)
+	for i := range ports {
+		ports[i] = int32(1000 + i)
+	}
+	mustCreate(t, cl, service("dynamo", "too-many-ports", ports...), serviceExport("dynamo", "too-many-ports"))
+	waitExport(t, cl, "dynamo", "too-many-ports", "Valid=True Valid\nReady=False Failed\nConflict=False NoConflicts", 30*time.Second)
+	waitEvent(t, cl, "dynamo", "too-many-ports", "ExportFailed", "spec.ports: 65 ports, at most 64 allowed")
+
+	// A ServiceExport written as v1alpha1 is exported like any other.
+	mustCreate(t, cl, service("dynamo", "alpha", 80))
+	alpha := &unstructured.Unstructured{}
+	alpha.SetAPIVersion("multicluster.x-k8s.io/v1alpha1")
+	alpha.SetKind("ServiceExport")
+	alpha.SetNamespace("dynamo")
+	alpha.SetName("alpha")
+	if err := cl.Client.Create(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
+	waitExport(t, cl, "dynamo", "alpha", readyConditions, 30*time.Second)
+
+	// Export by label: a ServiceExport owned by the Service; removing the label deletes it
+	// and its export.
+	labelled := service("dynamo", "by-label", 80)
+	labelled.Labels = map[string]string{"dynamo.nvidia.com/mcs-export": "true"}
+	mustCreate(t, cl, labelled)
+	se = waitExport(t, cl, "dynamo", "by-label", readyConditions, 30*time.Second)
+	if len(se.OwnerReferences) != 1 || se.OwnerReferences[0].Kind != "Service" || se.OwnerReferences[0].Controller == nil || !*se.OwnerReferences[0].Controller {
+		t.Fatalf("label-created ServiceExport owner = %+v", se.OwnerReferences)
+	}
+	waitRegistryExports(t, reg, "[use1-a:dynamo/alpha: use1-a:dynamo/by-label: use1-a:dynamo/my-dgd-pool-relay:10.1.0.1,10.1.0.2,10.1.0.3]")
+	if err := cl.Client.Get(ctx, client.ObjectKeyFromObject(labelled), labelled); err != nil {
+		t.Fatal(err)
+	}
+	delete(labelled.Labels, "dynamo.nvidia.com/mcs-export")
+	if err := cl.Client.Update(ctx, labelled); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, cl, serviceExport("dynamo", "by-label"))
+	waitRegistryExports(t, reg, "[use1-a:dynamo/alpha: use1-a:dynamo/my-dgd-pool-relay:10.1.0.1,10.1.0.2,10.1.0.3]")
+
+	// A ServiceExport the user wrote is never taken over or deleted by the label.
+	user := service("dynamo", "user-owned", 80)
+	mustCreate(t, cl, serviceExport("dynamo", "user-owned"), user)
+	waitExport(t, cl, "dynamo", "user-owned", readyConditions, 30*time.Second)
+	user.Labels = map[string]string{"dynamo.nvidia.com/mcs-export": "true"}
+	if err := cl.Client.Update(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	delete(user.Labels, "dynamo.nvidia.com/mcs-export")
+	if err := cl.Client.Update(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	se = waitExport(t, cl, "dynamo", "user-owned", readyConditions, 5*time.Second)
+	if len(se.OwnerReferences) != 0 {
+		t.Fatalf("user-written ServiceExport was taken over: %+v", se.OwnerReferences)
+	}
+
+	// Deleting a ServiceExport removes the export from the registry, then the finalizer.
+	if err := cl.Client.Delete(ctx, serviceExport("dynamo", "alpha")); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, cl, serviceExport("dynamo", "alpha"))
+	waitRegistryExports(t, reg, "[use1-a:dynamo/my-dgd-pool-relay:10.1.0.1,10.1.0.2,10.1.0.3 use1-a:dynamo/user-owned:]")
+}
+
+func waitGone(t *testing.T, c *harness.Cluster, o client.Object) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %T %s still exists (%v), finalizers %v", c.Name, o, o.GetName(), err, o.GetFinalizers())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitEvent waits for an Event about the ServiceExport with the reason and a note containing text.
+func waitEvent(t *testing.T, c *harness.Cluster, ns, name, reason, text string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var events corev1.EventList
+		if err := c.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "ServiceExport" && e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, text) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event for ServiceExport %s/%s containing %q (%d events)", reason, ns, name, text, len(events.Items))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestControllerConflict: two clusters export the same Service with different ports; both
+// ServiceExports report Conflict=True PortConflict, the oldest export wins, and when the
+// newer one is aligned the conflict clears on both — without any write from the first.
+func TestControllerConflict(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cls := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a", "usw2-a"}})
+	for _, cl := range cls {
+		createNamespaces(t, ctx, cl.Client, "dynamo")
+		cl.StartController(t, "mcs-controller/"+cl.Name, controllerArgs(reg, cl.Name)...)
+	}
+	a, b := cls[0], cls[1]
+	mustCreate(t, a, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
+	waitExport(t, a, "dynamo", "svc", readyConditions, 30*time.Second)
+	bsvc := service("dynamo", "svc", 81)
+	mustCreate(t, b, bsvc, serviceExport("dynamo", "svc"))
+	conflict := "Valid=True Valid\nReady=True Ready\nConflict=True PortConflict"
+	waitExport(t, b, "dynamo", "svc", conflict, 30*time.Second)
+	se := waitExport(t, a, "dynamo", "svc", conflict, 30*time.Second)
+	if c := findCondition(se, "Conflict"); !strings.Contains(c.Message, "from cluster use1-a, wins") {
+		t.Fatalf("conflict message = %q", c.Message)
+	}
+	if _, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/imports"); !strings.Contains(body, `"winningClusterId":"use1-a"`) || !strings.Contains(body, `"port":80`) || strings.Contains(body, `"port":81`) {
+		t.Fatalf("the oldest export does not win: %s", body)
+	}
+	if err := b.Client.Get(ctx, client.ObjectKeyFromObject(bsvc), bsvc); err != nil {
+		t.Fatal(err)
+	}
+	bsvc.Spec.Ports[0].Port = 80
+	if err := b.Client.Update(ctx, bsvc); err != nil {
+		t.Fatal(err)
+	}
+	waitExport(t, b, "dynamo", "svc", readyConditions, 30*time.Second)
+	waitExport(t, a, "dynamo", "svc", readyConditions, 30*time.Second)
+}
+
+func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {
+	for _, c := range se.Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// TestControllerPendingLeaseExpiryAndRestart: Pending until the registry answers; Ready
+// after; ClusterLeaseExpired when heartbeats stop reaching the registry; and after a
+// memory-registry restart the controller registers again and sends every export at once.
+func TestControllerPendingLeaseExpiryAndRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	grpcPort := harness.FreePort(t)
+	grpcAddr := harness.Addr(grpcPort)
+	cl.StartController(t, "mcs-controller",
+		"--registry-url=http://"+grpcAddr, "--registry-allow-insecure-http",
+		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=us-east-1",
+		"--lease-duration=6s", "--renew-interval=2s", "--registry-call-timeout=1s")
+	mustCreate(t, cl, service("dynamo", "one", 80), serviceExport("dynamo", "one"), service("dynamo", "two", 81), serviceExport("dynamo", "two"))
+	waitExport(t, cl, "dynamo", "one", "Valid=True Valid\nReady=Unknown Pending\nConflict=Unknown Pending", 30*time.Second)
+
+	reg := harness.StartRegistryAt(t, grpcAddr, "--store=memory")
+	waitExport(t, cl, "dynamo", "one", readyConditions, 30*time.Second)
+	waitExport(t, cl, "dynamo", "two", readyConditions, 30*time.Second)
+
+	reg.Stop(10 * time.Second)
+	waitExport(t, cl, "dynamo", "one", "Valid=True Valid\nReady=False ClusterLeaseExpired\nConflict=Unknown Pending", 30*time.Second)
+
+	start := time.Now()
+	reg.Restart(t) // an empty memory store on the same ports
+	waitExport(t, cl, "dynamo", "one", readyConditions, 30*time.Second)
+	waitRegistryExports(t, reg, "[use1-a:dynamo/one: use1-a:dynamo/two:]")
+	t.Logf("registry restart: exports whole again after %s", time.Since(start).Round(10*time.Millisecond))
+	if !strings.Contains(reg.Output(), `msg="exports synced" version=`) || !strings.Contains(reg.Output(), "exports=2") {
+		t.Fatalf("the controller did not send its exports in one SyncExports:\n%s", reg.Output())
+	}
+}
+
+// TestControllerLeaderElection: two replicas for one cluster; only the leader registers and
+// writes; when it stops, the other takes over.
+func TestControllerLeaderElection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	args := controllerArgs(reg, "use1-a", "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms")
+	first := cl.StartController(t, "mcs-controller-0", args...)
+	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
+	waitExport(t, cl, "dynamo", "svc", readyConditions, 30*time.Second)
+	second := cl.StartController(t, "mcs-controller-1", args...)
+	time.Sleep(3 * time.Second)
+	if strings.Contains(second.Output(), `"msg":"cluster registered"`) {
+		t.Fatalf("the second replica registered while the first leads:\n%s", second.Output())
+	}
+	if !strings.Contains(first.Output(), `"msg":"cluster registered"`) {
+		t.Fatalf("the leader did not register:\n%s", first.Output())
+	}
+	start := time.Now()
+	first.Stop(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(second.Output(), `"msg":"cluster registered"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second replica did not take over:\n%s", second.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("leader takeover: the second replica registered %s after the first stopped", time.Since(start).Round(10*time.Millisecond))
+	// The new leader keeps exporting: a new ServiceExport becomes Ready.
+	mustCreate(t, cl, service("dynamo", "after", 80), serviceExport("dynamo", "after"))
+	waitExport(t, cl, "dynamo", "after", readyConditions, 30*time.Second)
+	waitRegistryExports(t, reg, "[use1-a:dynamo/after: use1-a:dynamo/svc:]")
+}
+
+// TestControllerFailover: the first registry URL is down, so the controller uses the
+// second; when the first comes up, the controller fails back to it and sends its exports.
+func TestControllerFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	firstAddr := harness.Addr(harness.FreePort(t))
+	second := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	ctl := cl.StartController(t, "mcs-controller",
+		"--registry-url=http://"+firstAddr, "--registry-url=http://"+second.GRPCAddr, "--registry-allow-insecure-http",
+		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=us-east-1", "--registry-call-timeout=1s",
+		"--registry-failback-min-interval=1s", "--registry-failback-max-interval=2s")
+	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
+	waitExport(t, cl, "dynamo", "svc", readyConditions, 30*time.Second)
+	waitRegistryExports(t, second, "[use1-a:dynamo/svc:]")
+
+	first := harness.StartRegistryAt(t, firstAddr, "--store=memory")
+	waitRegistryExports(t, first, "[use1-a:dynamo/svc:]")
+	if _, body := get(t, "http://"+ctl.MetricsAddr+"/metrics"); !strings.Contains(body, `mcs_controller_registry_active{url="http://`+firstAddr+`"} 1`) || !strings.Contains(body, "mcs_controller_registry_failovers_total 2") {
+		t.Fatalf("metrics after failback:\n%s", grepLines(body, "mcs_controller_registry"))
+	}
+}
+
+// TestControllerRefusesBadFlags: an http:// URL without the opt-in, mixed schemes, and a
+// missing cluster id are clear start-up errors.
+func TestControllerRefusesBadFlags(t *testing.T) {
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	bin := harness.Binary(t, "mcs-controller")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--registry-url=http://registry:9090", "--clusterset-id=prod", "--cluster-id=a"}, "http:// sends the cluster's exports in plaintext; use https:// or set --registry-allow-insecure-http"},
+		{[]string{"--registry-url=https://a:9090", "--registry-url=http://b:9090", "--registry-allow-insecure-http", "--clusterset-id=prod", "--cluster-id=a"}, "every URL must use the same scheme"},
+		{[]string{"--registry-url=https://a:9090", "--clusterset-id=prod"}, "--cluster-id is not set and ClusterProperty cluster.clusterset.k8s.io does not exist"},
+		{[]string{"--registry-url=https://a:9090", "--clusterset-id=Prod_1", "--cluster-id=a"}, `--clusterset-id "Prod_1": must be a DNS label`},
+	}
+	for _, tc := range tests {
+		out, err := exec.Command(bin, append(tc.args, "--kubeconfig="+cl.Kubeconfig, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("mcs-controller %v: %v\n%s\nwant an error containing %q", tc.args, err, out, tc.want)
+		}
+	}
+}
+
+// TestControllerIdentityFromClusterProperty: without the id flags the controller reads the
+// KEP-2149 ClusterProperties, and the region from the most common node label.
+func TestControllerIdentityFromClusterProperty(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	for name, value := range map[string]string{"clusterset.k8s.io": "prod", "cluster.clusterset.k8s.io": "from-property"} {
+		cp := &unstructured.Unstructured{}
+		cp.SetAPIVersion("about.k8s.io/v1alpha1")
+		cp.SetKind("ClusterProperty")
+		cp.SetName(name)
+		_ = unstructured.SetNestedField(cp.Object, value, "spec", "value")
+		if err := cl.Client.Create(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, region := range []string{"us-west-2", "us-east-1", "us-west-2"} {
+		if _, err := cl.CreateNode(ctx, fmt.Sprintf("node-%d", i), map[string]string{"topology.kubernetes.io/region": region}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.StartController(t, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/clusters")
+		if strings.Contains(body, `"clusterId":"from-property","region":"us-west-2","lease":{"state":"LEASE_STATE_ACTIVE"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not registered from its ClusterProperties: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
