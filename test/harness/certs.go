@@ -1,0 +1,83 @@
+package harness
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// CA is a private certificate authority for a test.
+type CA struct {
+	// CertFile is the PEM certificate of the CA, for --registry-tls-ca-file.
+	CertFile string
+	cert     *x509.Certificate
+	key      *ecdsa.PrivateKey
+	dir      string
+}
+
+// NewCA creates a CA in a test temp dir.
+func NewCA(tb testing.TB, name string) *CA {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &CA{cert: cert, key: key, dir: tb.TempDir()}
+	ca.CertFile = filepath.Join(ca.dir, name+"-ca.crt")
+	writePEM(tb, ca.CertFile, "CERTIFICATE", der)
+	return ca
+}
+
+// IssueServer issues a server certificate for the DNS names and IPs and returns the
+// certificate and key files, for --tls-cert-file and --tls-key-file.
+func (ca *CA) IssueServer(tb testing.TB, name string, dnsNames []string, ips []net.IP) (certFile, keyFile string) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: dnsNames, IPAddresses: ips,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(ca.dir, name+".crt"), filepath.Join(ca.dir, name+".key")
+	writePEM(tb, certFile, "CERTIFICATE", der)
+	writePEM(tb, keyFile, "EC PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(tb testing.TB, path, typ string, der []byte) {
+	tb.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
