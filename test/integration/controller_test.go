@@ -496,3 +496,53 @@ func TestControllerIdentityFromClusterProperty(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// registryWrites returns how many PutExport and SyncExports requests the registry handled.
+func registryWrites(t *testing.T, reg *harness.Registry) int {
+	t.Helper()
+	_, body := get(t, "http://"+reg.AdminAddr+"/metrics")
+	total := 0
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "mcs_registry_requests_total{") && (strings.Contains(l, "/PutExport\"") || strings.Contains(l, "/SyncExports\"") || strings.Contains(l, "/DeleteExport\"")) {
+			var n int
+			fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &n)
+			total += n
+		}
+	}
+	return total
+}
+
+// TestControllerRestartWritesNothing: a controller restart with nothing changed makes no
+// export write to the registry and no status update.
+func TestControllerRestartWritesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	ctl := cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
+	for _, name := range []string{"one", "two", "three"} {
+		mustCreate(t, cl, service("dynamo", name, 80), serviceExport("dynamo", name), slice("dynamo", name, name+"-x", "10.1.0.1"))
+	}
+	versions := map[string]string{}
+	for _, name := range []string{"one", "two", "three"} {
+		versions[name] = waitExport(t, cl, "dynamo", name, readyConditions, 30*time.Second).ResourceVersion
+	}
+	time.Sleep(2 * time.Second) // let the last writes settle
+	for _, name := range []string{"one", "two", "three"} {
+		versions[name] = waitExport(t, cl, "dynamo", name, readyConditions, time.Second).ResourceVersion
+	}
+	before := registryWrites(t, reg)
+	ctl.Stop(10 * time.Second)
+	ctl2 := cl.StartController(t, "mcs-controller-restarted", controllerArgs(reg, "use1-a")...)
+	waitOutput(t, ctl2.Process, "the registry holds the cluster's exports already; nothing sent")
+	time.Sleep(3 * time.Second)
+	if after := registryWrites(t, reg); after != before {
+		t.Fatalf("a restart with nothing changed wrote %d exports to the registry", after-before)
+	}
+	for _, name := range []string{"one", "two", "three"} {
+		if rv := waitExport(t, cl, "dynamo", name, readyConditions, time.Second).ResourceVersion; rv != versions[name] {
+			t.Fatalf("ServiceExport %s was updated by a restart with nothing changed (%s -> %s)", name, versions[name], rv)
+		}
+	}
+}

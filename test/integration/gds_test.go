@@ -43,6 +43,10 @@ func createSlices(t *testing.T, ctx context.Context, c client.Client, slices ...
 	}
 }
 
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
 func createNamespaces(t *testing.T, ctx context.Context, c client.Client, names ...string) {
 	t.Helper()
 	for _, n := range names {

@@ -78,6 +78,8 @@ type sent struct {
 	verdict    *registryv1.ExportVerdict
 	// rejected is the registry's INVALID_ARGUMENT message, when it refused the content.
 	rejected string
+	// at is when it was sent.
+	at time.Time
 }
 
 // Reconciler reconciles ServiceExports.
@@ -94,6 +96,8 @@ type Reconciler struct {
 	BatchPeriod time.Duration
 	Log         *slog.Logger
 	Metrics     Metrics
+	// Now returns the current time; nil: time.Now.
+	Now func() time.Time
 
 	mu   sync.Mutex
 	sent map[types.NamespacedName]*sent
@@ -194,6 +198,13 @@ func (r *Reconciler) desired(ctx context.Context, se *mcsv1beta1.ServiceExport) 
 	return content, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid), "the Service can be exported"), nil
 }
 
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 func cond(t mcsv1beta1.ServiceExportConditionType, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: string(t), Status: s, Reason: reason, Message: msg}
 }
@@ -252,7 +263,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // export sends content when the registry does not have it yet, and returns the Ready and
 // Conflict conditions.
-func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *mcsv1beta1.ServiceExport, content *registryv1.ExportContent) (metav1.Condition, metav1.Condition, reconcile.Result, error) {
+func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *mcsv1beta1.ServiceExport, content *registryv1.ExportContent) (ready, conflict metav1.Condition, result reconcile.Result, err error) {
 	unknownConflict := cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending), "waiting for the registry's verdict")
 	st := r.Session.State()
 	if !st.Registered {
@@ -270,9 +281,17 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	r.mu.Lock()
 	last := r.sent[key]
 	r.mu.Unlock()
+	if last != nil && last.generation == st.Generation && !proto.Equal(last.content, content) {
+		// At most one write per Service per batch period: endpoint churn, and reconciles
+		// woken by the registry's own echo of the last write, wait for the next slot.
+		if wait := r.BatchPeriod - r.now().Sub(last.at); wait > 0 {
+			result = reconcile.Result{RequeueAfter: wait}
+			content = last.content
+		}
+	}
 	if last == nil || last.generation != st.Generation || !proto.Equal(last.content, content) {
 		var resp *registryv1.PutExportResponse
-		err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		err = r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 			var err error
 			resp, err = c.PutExport(ctx, &registryv1.PutExportRequest{
 				Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: content.Service, Spec: content.Spec, EndpointGroups: content.EndpointGroups,
@@ -284,13 +303,13 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 		}
 		switch status.Code(err) {
 		case codes.OK:
-			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict()}
+			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict(), at: r.now()}
 		case codes.InvalidArgument:
 			msg := status.Convert(err).Message()
 			if last == nil || last.rejected != msg {
 				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
 			}
-			last = &sent{content: content, generation: st.Generation, rejected: msg}
+			last = &sent{content: content, generation: st.Generation, rejected: msg, at: r.now()}
 		case codes.FailedPrecondition:
 			r.Session.Lost()
 			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
@@ -305,7 +324,7 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	}
 	if last.rejected != "" {
 		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry rejected the export: "+last.rejected),
-			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), reconcile.Result{}, nil
+			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), result, nil
 	}
 	verdict := last.verdict
 	// The import, as the registry's watch last reported it, is newer than the put's verdict
@@ -313,8 +332,8 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	if imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name}); imp != nil {
 		verdict = verdictFrom(imp, r.ClusterID)
 	}
-	ready := cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry")
-	return ready, conflictCondition(verdict), reconcile.Result{}, nil
+	return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry"),
+		conflictCondition(verdict), result, nil
 }
 
 func verdictFrom(imp *registryv1.ServiceImport, clusterID string) *registryv1.ExportVerdict {
@@ -421,6 +440,21 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		keys[len(req.Exports)] = client.ObjectKeyFromObject(se)
 		req.Exports = append(req.Exports, content)
 	}
+	if verdicts, same, err := r.registryHas(ctx, req.Exports); err != nil {
+		r.Log.Warn("could not compare the exports with the registry's; sending them all", "error", err)
+	} else if same {
+		// A controller restart or a new leader: the registry already holds exactly these
+		// exports, so nothing is written.
+		r.mu.Lock()
+		r.sent = map[types.NamespacedName]*sent{}
+		for i, content := range req.Exports {
+			r.sent[keys[i]] = &sent{content: content, generation: generation, verdict: verdicts[keys[i]]}
+		}
+		r.mu.Unlock()
+		r.Log.Info("the registry holds the cluster's exports already; nothing sent", "exports", len(req.Exports))
+		go r.Trigger(ctx, nil)
+		return nil
+	}
 	var resp *registryv1.SyncExportsResponse
 	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		var err error
@@ -452,4 +486,59 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 	r.Log.Info("exports sent to the registry", "exports", len(req.Exports), "deleted_stale", resp.GetDeletedExports())
 	go r.Trigger(ctx, nil)
 	return nil
+}
+
+// registryHas reports whether the registry holds exactly these exports of this cluster, and
+// if so the registry's verdict on each.
+func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportContent) (map[types.NamespacedName]*registryv1.ExportVerdict, bool, error) {
+	var exports *registryv1.ListExportsResponse
+	var imports *registryv1.ListImportsResponse
+	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		var err error
+		exports, err = c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: r.Clusterset, ClusterId: r.ClusterID, IncludeEndpoints: true})
+		if err != nil {
+			return err
+		}
+		imports, err = c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: r.Clusterset})
+		return err
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(exports.GetExports()) != len(want) {
+		return nil, false, nil
+	}
+	have := map[types.NamespacedName]*registryv1.Export{}
+	for _, e := range exports.GetExports() {
+		have[types.NamespacedName{Namespace: e.GetService().GetNamespace(), Name: e.GetService().GetName()}] = e
+	}
+	for _, w := range want {
+		e := have[types.NamespacedName{Namespace: w.GetService().GetNamespace(), Name: w.GetService().GetName()}]
+		if e == nil || !proto.Equal(e.GetSpec(), w.GetSpec()) || !equalGroups(e.GetEndpointGroups(), w.GetEndpointGroups()) {
+			return nil, false, nil
+		}
+	}
+	verdicts := map[types.NamespacedName]*registryv1.ExportVerdict{}
+	for _, imp := range imports.GetImports() {
+		k := types.NamespacedName{Namespace: imp.GetService().GetNamespace(), Name: imp.GetService().GetName()}
+		if have[k] != nil {
+			verdicts[k] = verdictFrom(imp, r.ClusterID)
+		}
+	}
+	return verdicts, true, nil
+}
+
+func equalGroups(a, b []*registryv1.EndpointGroup) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
