@@ -28,6 +28,7 @@ import (
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/version"
 )
@@ -67,6 +68,9 @@ type options struct {
 	failbackMin         time.Duration
 	failbackMax         time.Duration
 	registryCallTimeout time.Duration
+	createNamespaces    bool
+	adoptUnmanaged      bool
+	importDeletionDelay time.Duration
 	showVersion         bool
 }
 
@@ -96,6 +100,9 @@ func run() int {
 	fs.DurationVar(&o.failbackMin, "registry-failback-min-interval", 15*time.Second, "After a failover, first wait before probing the earlier registry URLs again.")
 	fs.DurationVar(&o.failbackMax, "registry-failback-max-interval", 2*time.Minute, "Longest wait between failback probes.")
 	fs.DurationVar(&o.registryCallTimeout, "registry-call-timeout", 10*time.Second, "Timeout of one registry call on one URL before the next URL is tried.")
+	fs.BoolVar(&o.createNamespaces, "create-namespaces", false, "Create the namespace of an import when it does not exist, instead of holding the import until it is created.")
+	fs.BoolVar(&o.adoptUnmanaged, "adopt-unmanaged-imports", false, "Take over ServiceImports with an import's name that this controller did not create.")
+	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -214,11 +221,22 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
 		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(),
 	}
-	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, Log: log}
+	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log}
+	imp := &importer.Reconciler{
+		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
+		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Log: log,
+		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
+	}
 	exp.Session, exp.Imports = session, watch
 	session.OnStateChange = func() { go exp.Trigger(ctx, nil) }
-	watch.OnChange = func(keys []registryclient.ServiceKey) { exp.Trigger(ctx, keys) }
+	watch.OnChange = []func([]registryclient.ServiceKey){
+		func(keys []registryclient.ServiceKey) { exp.Trigger(ctx, keys) },
+		func(keys []registryclient.ServiceKey) { imp.Trigger(ctx, keys) },
+	}
 	if err := exp.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := imp.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -234,6 +252,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 			return session.Run(ctx)
 		},
 		watch.Run,
+		imp.Resync,
 		func(ctx context.Context) error { pool.RunFailback(ctx, o.failbackMin, o.failbackMax); return nil },
 	} {
 		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
@@ -259,6 +278,8 @@ type metrics struct {
 	heartbeats *prometheus.CounterVec
 	registers  *prometheus.CounterVec
 	writes     *prometheus.CounterVec
+	imports    *prometheus.CounterVec
+	held       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -275,8 +296,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Cluster registrations, by result (success or failure)."}, []string{"result"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_export_writes_total",
 			Help: "Export writes to the registry, by operation (put, delete, sync) and result (success or failure)."}, []string{"op", "result"}),
+		imports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_import_writes_total",
+			Help: "Writes of imported objects to the API server, by kind (ServiceImport, Service, EndpointSlice, Namespace) and op (create, update, delete)."}, []string{"kind", "op"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_held",
+			Help: "Imports not applied, by reason: namespace_missing (held until the namespace exists) or unmanaged (a ServiceImport of another owner has the name)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held)
 	return m
 }
 
@@ -286,6 +311,10 @@ func result(ok bool) string {
 	}
 	return "failure"
 }
+
+func (m *metrics) importWrite(kind, op string) { m.imports.WithLabelValues(kind, op).Inc() }
+
+func (m *metrics) importsHeld(reason string, n int) { m.held.WithLabelValues(reason).Set(float64(n)) }
 
 func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }
 

@@ -26,7 +26,8 @@ type ImportWatch struct {
 	IncludeEndpoints bool
 	Log              *slog.Logger
 	// OnChange receives the Services whose import changed (all known ones after a snapshot).
-	OnChange func(keys []ServiceKey)
+	// Every function in it is called, in order.
+	OnChange []func(keys []ServiceKey)
 
 	mu      sync.Mutex
 	imports map[ServiceKey]*registryv1.ServiceImport
@@ -40,6 +41,17 @@ func (w *ImportWatch) Get(k ServiceKey) *registryv1.ServiceImport {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.imports[k]
+}
+
+// Keys returns the Services that have an import now.
+func (w *ImportWatch) Keys() []ServiceKey {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]ServiceKey, 0, len(w.imports))
+	for k := range w.imports {
+		out = append(out, k)
+	}
+	return out
 }
 
 // Synced reports whether a snapshot has been received from the current registry.
@@ -148,7 +160,9 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	}
 	w.epoch, w.rev = resp.GetEpoch(), resp.GetRevision()
 	w.mu.Unlock()
-	if w.OnChange != nil && len(changed) > 0 {
-		w.OnChange(changed)
+	if len(changed) > 0 {
+		for _, f := range w.OnChange {
+			f(changed)
+		}
 	}
 }

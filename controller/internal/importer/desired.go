@@ -1,0 +1,192 @@
+package importer
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// Names and labels of imported objects.
+const (
+	// DerivedServiceAnnotation on a ServiceImport names its derived Service.
+	DerivedServiceAnnotation = "multicluster.kubernetes.io/derived-service"
+	// ManagedByLabel marks the ServiceImports and derived Services this controller owns.
+	ManagedByLabel = "multicluster.dynamo.nvidia.com/managed-by"
+	// ManagedBy is the controller's value for ManagedByLabel and for
+	// endpointslice.kubernetes.io/managed-by.
+	ManagedBy = "mcs-controller.dynamo.nvidia.com"
+	// MaxEndpointsPerSlice is the usual EndpointSlice size.
+	MaxEndpointsPerSlice = 100
+)
+
+// DerivedName is the name of the derived Service of namespace/name: "derived-" and the first
+// 10 characters of the lower-case base32hex SHA-256 of "<namespace>/<name>". It is short and
+// stable, so every Service name up to 63 characters works.
+func DerivedName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return "derived-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:10]
+}
+
+func importType(t registryv1.ServiceType) mcsv1beta1.ServiceImportType {
+	if t == registryv1.ServiceType_SERVICE_TYPE_HEADLESS {
+		return mcsv1beta1.Headless
+	}
+	return mcsv1beta1.ClusterSetIP
+}
+
+// ImportSpec is the ServiceImport spec of an import (without spec.ips, which come from
+// the derived Service).
+func ImportSpec(imp *registryv1.ServiceImport) mcsv1beta1.ServiceImportSpec {
+	s := imp.GetSpec()
+	spec := mcsv1beta1.ServiceImportSpec{
+		Type:            importType(s.GetType()),
+		SessionAffinity: corev1.ServiceAffinity(s.GetSessionAffinity()),
+		Ports:           []mcsv1beta1.ServicePort{},
+	}
+	for _, p := range s.GetPorts() {
+		sp := mcsv1beta1.ServicePort{Name: p.GetName(), Protocol: corev1.Protocol(p.GetProtocol()), Port: p.GetPort()}
+		if p.GetAppProtocol() != "" {
+			ap := p.GetAppProtocol()
+			sp.AppProtocol = &ap
+		}
+		spec.Ports = append(spec.Ports, sp)
+	}
+	if c := s.GetSessionAffinityConfig(); c != nil {
+		t := c.GetClientIpTimeoutSeconds()
+		spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &t}}
+	}
+	for _, f := range s.GetIpFamilies() {
+		spec.IPFamilies = append(spec.IPFamilies, corev1.IPFamily(f))
+	}
+	if p := s.GetInternalTrafficPolicy(); p != "" {
+		itp := corev1.ServiceInternalTrafficPolicy(p)
+		spec.InternalTrafficPolicy = &itp
+	}
+	if td := s.GetTrafficDistribution(); td != "" {
+		spec.TrafficDistribution = &td
+	}
+	return spec
+}
+
+// ImportLabels and ImportAnnotations are the ServiceImport's metadata: the exported labels
+// and annotations of the winning export, and this controller's marks.
+func ImportLabels(imp *registryv1.ServiceImport) map[string]string {
+	l := maps.Clone(imp.GetSpec().GetLabels())
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[ManagedByLabel] = ManagedBy
+	return l
+}
+
+// ImportAnnotations: see ImportLabels.
+func ImportAnnotations(imp *registryv1.ServiceImport) map[string]string {
+	a := maps.Clone(imp.GetSpec().GetAnnotations())
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[DerivedServiceAnnotation] = DerivedName(imp.GetService().GetNamespace(), imp.GetService().GetName())
+	return a
+}
+
+// DerivedService is the derived Service of an import: ClusterIP (or headless for a Headless
+// import), the merged ports, no selector.
+func DerivedService(imp *registryv1.ServiceImport) *corev1.Service {
+	ns, name := imp.GetService().GetNamespace(), imp.GetService().GetName()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: DerivedName(ns, name),
+			Labels: map[string]string{mcsv1beta1.LabelServiceName: name, ManagedByLabel: ManagedBy},
+		},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP},
+	}
+	if imp.GetSpec().GetType() == registryv1.ServiceType_SERVICE_TYPE_HEADLESS {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	spec := ImportSpec(imp)
+	svc.Spec.SessionAffinity = spec.SessionAffinity
+	svc.Spec.SessionAffinityConfig = spec.SessionAffinityConfig
+	for _, p := range spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol, Port: p.Port, TargetPort: intstr.FromInt32(p.Port),
+		})
+	}
+	return svc
+}
+
+// EndpointSlices are the imported slices: one set per source cluster, one or more slices per
+// endpoint group, at most MaxEndpointsPerSlice endpoints each. Names are stable:
+// <derived>-<cluster>-<group>-<chunk>.
+func EndpointSlices(imp *registryv1.ServiceImport) []*discoveryv1.EndpointSlice {
+	ns, name := imp.GetService().GetNamespace(), imp.GetService().GetName()
+	derived := DerivedName(ns, name)
+	var out []*discoveryv1.EndpointSlice
+	for _, c := range imp.GetClusters() {
+		for gi, g := range c.GetEndpointGroups() {
+			ports := make([]discoveryv1.EndpointPort, 0, len(g.GetPorts()))
+			for _, p := range g.GetPorts() {
+				ep := discoveryv1.EndpointPort{Name: ptr(p.GetName()), Port: ptr(p.GetPort()), Protocol: ptr(corev1.Protocol(p.GetProtocol()))}
+				if p.GetAppProtocol() != "" {
+					ep.AppProtocol = ptr(p.GetAppProtocol())
+				}
+				ports = append(ports, ep)
+			}
+			eps := g.GetEndpoints()
+			for chunk := 0; chunk == 0 || chunk*MaxEndpointsPerSlice < len(eps); chunk++ {
+				end := min((chunk+1)*MaxEndpointsPerSlice, len(eps))
+				s := &discoveryv1.EndpointSlice{
+					ObjectMeta: metav1.ObjectMeta{
+						Namespace: ns, Name: fmt.Sprintf("%s-%s-%d-%d", derived, c.GetClusterId(), gi, chunk),
+						Labels: map[string]string{
+							mcsv1beta1.LabelServiceName:   name,
+							mcsv1beta1.LabelSourceCluster: c.GetClusterId(),
+							discoveryv1.LabelServiceName:  derived,
+							discoveryv1.LabelManagedBy:    ManagedBy,
+						},
+					},
+					AddressType: discoveryv1.AddressType(g.GetAddressType()),
+					Ports:       ports,
+					Endpoints:   []discoveryv1.Endpoint{},
+				}
+				for _, e := range eps[chunk*MaxEndpointsPerSlice : end] {
+					s.Endpoints = append(s.Endpoints, endpoint(e))
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func endpoint(e *registryv1.Endpoint) discoveryv1.Endpoint {
+	out := discoveryv1.Endpoint{
+		Addresses: append([]string(nil), e.GetAddresses()...),
+		Conditions: discoveryv1.EndpointConditions{
+			Ready: e.GetConditions().Ready, Serving: e.GetConditions().Serving, Terminating: e.GetConditions().Terminating,
+		},
+	}
+	if e.GetHostname() != "" {
+		out.Hostname = ptr(e.GetHostname())
+	}
+	if e.GetZone() != "" {
+		out.Zone = ptr(e.GetZone())
+	}
+	if e.GetTargetPod() != "" {
+		// The Pod lives in the source cluster: name it without a UID so consumers read the
+		// replica's name and nothing resolves it locally.
+		out.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: e.GetTargetPod()}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
