@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// BenchmarkImportScale: three clusters export 1,000 Services with 10 endpoints each (sent
+// straight to the real registry), and one real mcs-controller imports them into a real
+// kube-apiserver: 1,000 ServiceImports, 1,000 derived Services, 3,000 EndpointSlices. It
+// reports the time from the controller's start until every import is in the cluster, the
+// controller's RSS, and the API writes of a restarted controller with nothing changed.
+//
+//	cd test && go test -run '^$' -bench ImportScale -benchtime 1x -timeout 30m ./integration/
+func BenchmarkImportScale(b *testing.B) {
+	ctx := context.Background()
+	reg := harness.StartRegistry(b, "--store=memory")
+	cl := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"importer"}})[0]
+	if err := cl.Client.Create(ctx, namespace("dynamo")); err != nil {
+		b.Fatal(err)
+	}
+	conn := dialB(b, reg.GRPCAddr)
+	const services = 1000
+	for c := range 3 {
+		id := fmt.Sprintf("exporter-%d", c)
+		if _, err := conn.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+		req := &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: id}
+		for s := range services {
+			g := &registryv1.EndpointGroup{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}}}
+			for e := range 10 {
+				g.Endpoints = append(g.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", c, s/100, (s%100)*2+e)}, Conditions: &registryv1.EndpointConditions{Ready: proto.Bool(true)}, TargetPod: fmt.Sprintf("pod-%d", e)})
+			}
+			req.Exports = append(req.Exports, &registryv1.ExportContent{
+				Service:        &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("svc-%04d", s)},
+				Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}},
+				EndpointGroups: []*registryv1.EndpointGroup{g},
+			})
+		}
+		if _, err := conn.SyncExports(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		start := time.Now()
+		ctl := cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id=importer", "--region=r")
+		waitCount(b, ctl.MetricsAddr, `mcs_controller_import_writes_total{kind="EndpointSlice",op="create"}`, 3*services)
+		waitCount(b, ctl.MetricsAddr, `mcs_controller_import_writes_total{kind="ServiceImport",op="update"}`, 2*services) // spec.ips + status
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-converge")
+		b.ReportMetric(rssMiB(ctl.Pid()), "controller-RSS-MiB")
+		ctl.Stop(10 * time.Second)
+
+		restarted := cl.StartController(b, "mcs-controller-restarted", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id=importer", "--region=r")
+		for !strings.Contains(restarted.Output(), `"msg":"import resync"`) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(15 * time.Second) // every key reconciled at least once
+		body, _ := httpGet("http://" + restarted.MetricsAddr + "/metrics")
+		writes := 0
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "mcs_controller_import_writes_total{") {
+				var n int
+				fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &n)
+				writes += n
+			}
+		}
+		b.ReportMetric(float64(writes), "writes-on-no-change-resync")
+		restarted.Stop(10 * time.Second)
+	}
+}
+
+func waitCount(b *testing.B, addr, metric string, want int) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		body, err := httpGet("http://" + addr + "/metrics")
+		if err == nil {
+			for _, l := range strings.Split(body, "\n") {
+				if strings.HasPrefix(l, metric+" ") {
+					var n int
+					fmt.Sscanf(strings.TrimPrefix(l, metric+" "), "%d", &n)
+					if n >= want {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s never reached %d", metric, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func rssMiB(pid int) float64 {
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
