@@ -1,0 +1,60 @@
+package harness
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Forwarder is a TCP forwarder on a loopback port: a second address for the same server,
+// which a test can take down (Close) to make that address unreachable.
+type Forwarder struct {
+	Addr string
+	lis  net.Listener
+	mu   sync.Mutex
+	conn map[net.Conn]struct{}
+}
+
+// Forward listens on a free loopback port and forwards every connection to target.
+func Forward(tb testing.TB, target string) *Forwarder {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("harness: forwarder: %v", err)
+	}
+	f := &Forwarder{Addr: lis.Addr().String(), lis: lis, conn: map[net.Conn]struct{}{}}
+	go f.serve(target)
+	tb.Cleanup(f.Close)
+	return f
+}
+
+func (f *Forwarder) serve(target string) {
+	for {
+		in, err := f.lis.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conn[in], f.conn[out] = struct{}{}, struct{}{}
+		f.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); out.Close() }()
+		go func() { _, _ = io.Copy(in, out); in.Close() }()
+	}
+}
+
+// Close stops listening and cuts every forwarded connection.
+func (f *Forwarder) Close() {
+	_ = f.lis.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conn {
+		_ = c.Close()
+	}
+	f.conn = map[net.Conn]struct{}{}
+}
