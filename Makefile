@@ -4,7 +4,9 @@
 #   make generate   generated API code (Go, OpenAPI, TypeScript, Python) from api/proto
 #   make build      every binary into bin/
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
-#   make run        mcs-registry with the memory store on :9090/:8080/:9091
+#   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it
+#   make e2e        the end-to-end test on that clusterset, with fault figures
+#   make run        mcs-registry alone with the memory store on :9090/:8080/:9091
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -17,7 +19,7 @@ BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -76,6 +78,12 @@ test-unit:
 # Integration tests run the real binaries against real kube-apiservers and dynoxide.
 test-integration:
 	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
+
+demo: tools build
+	cd test && DEMO=1 go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
+
+e2e: tools build
+	cd test && go test -count=1 -v -timeout 20m -run '^TestEndToEnd$$' ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|FIGURE|_test.go'
 
 run: build
 	$(BIN)/mcs-registry --store=memory --log-format=text

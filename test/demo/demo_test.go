@@ -1,0 +1,80 @@
+// Package demo is `make demo`: a whole clusterset on this machine, with a sample pool and
+// router exported, that stays up until Ctrl-C. Without DEMO=1 (as in CI) it starts the same
+// clusterset, checks that the Global Discovery Service lists the sample, and stops.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/clusterset"
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+func fetch(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b))
+}
+
+func TestDemo(t *testing.T) {
+	interactive := os.Getenv("DEMO") == "1"
+	dir := t.TempDir()
+	if interactive {
+		root, err := harness.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, ".cache", "demo")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Println(">> starting three local clusters (kube-apiserver, etcd, kube-controller-manager), the registry, three controllers and the Global Discovery Service")
+	start := time.Now()
+	cs := clusterset.Start(t, clusterset.Options{KubeconfigDir: dir})
+	cs.DeploySample(t)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pools, routers := fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers")
+		if strings.Count(pools, `"cluster_id"`) == 2 && strings.Count(routers, `"cluster_id"`) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sample did not show up:\n/pools %s\n/routers %s", pools, routers)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Printf(">> up in %s\n\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("registry (memory store)\n  gRPC   %s\n  REST   http://%s   e.g. curl -s http://%s/v1/clustersets/prod/clusters\n  admin  http://%s   (/metrics /healthz /readyz)\n\n",
+		cs.Registry.GRPCAddr, cs.Registry.RESTAddr, cs.Registry.RESTAddr, cs.Registry.AdminAddr)
+	fmt.Println("clusters (kubectl --kubeconfig <file> ...)")
+	for _, m := range cs.Members {
+		fmt.Printf("  %-7s region %-10s kubeconfig %s  controller metrics http://%s/metrics\n", m.ID, m.Region, m.Kubeconfig, m.Controller.MetricsAddr)
+	}
+	fmt.Printf("\nexported: dynamo/my-dgd-pool-relay (use1-a by label, usw2-a by ServiceExport), global-discovery/global-router (headless; use1-a, usw2-a)\n")
+	fmt.Printf("  kubectl --kubeconfig %s -n dynamo get serviceimports,services,endpointslices\n\n", cs.Members[2].Kubeconfig)
+	fmt.Printf("Global Discovery Service (reads use1-a's imports): %s\n", cs.GDSURL)
+	fmt.Printf("GET /pools\n%s\nGET /routers\n%s\n\n", fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers"))
+	if !interactive {
+		return
+	}
+	fmt.Println(">> running; press Ctrl-C to stop everything")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	fmt.Println(">> stopping")
+}
