@@ -3,10 +3,12 @@ module github.com/ai-dynamo/global-discovery-mcs/test
 go 1.26.0
 
 require (
-	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0-00010101000000-000000000000
+	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0
+	github.com/ai-dynamo/global-discovery-mcs/registry v0.0.0-00010101000000-000000000000
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
-	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
+	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
+	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.48.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.37.2

@@ -12,9 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -33,6 +38,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
 )
 
@@ -46,6 +52,10 @@ type Config struct {
 	TLSKeyFile      string
 	MaxRequestBytes int
 	ShutdownTimeout time.Duration
+	// DynamoDB store.
+	DynamoDBTable string
+	Region        string
+	EndpointURL   string
 }
 
 // Validate checks the configuration before anything starts.
@@ -53,8 +63,12 @@ func (c Config) Validate() error {
 	var errs []error
 	switch c.Store {
 	case "memory":
+	case "dynamodb":
+		if c.DynamoDBTable == "" {
+			errs = append(errs, errors.New("--dynamodb-table: required with --store=dynamodb"))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory", c.Store))
+		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory or dynamodb", c.Store))
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
@@ -79,7 +93,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		}
 		tlsCert = &cert
 	}
-	var st store.Store = memory.New()
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -253,4 +270,39 @@ func (c *compactJSON) Marshal(v any) ([]byte, error) {
 		return b, nil
 	}
 	return buf.Bytes(), nil
+}
+
+// openStore opens the configured store. The DynamoDB store takes its credentials from the
+// default AWS chain, its region from --region or AWS_REGION, and its endpoint from
+// --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	if cfg.Store == "memory" {
+		return memory.New(), nil
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	if cfg.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.Region))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		return nil, errors.New("--region: required with --store=dynamodb when AWS_REGION is not set")
+	}
+	endpoint := cfg.EndpointURL
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	}
+	if endpoint != "" {
+		awsCfg.BaseEndpoint = aws.String(endpoint)
+	}
+	client := dynamodb.NewFromConfig(awsCfg)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable})
+	if err := st.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
+	}
+	return st, nil
 }

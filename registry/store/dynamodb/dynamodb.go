@@ -1,0 +1,607 @@
+// Package dynamodb is the registry store on one DynamoDB table, shared by any number of
+// registry replicas, in one or more regions (one Global Table). docs/storage.md describes
+// the table.
+//
+// Items (one partition per clusterset; PK "CS#<clusterset>"):
+//
+//	SK "CLUSTER#<cluster>"                    region, leaseMs, registerMs, renewMs
+//	SK "EXPORT#<ns>/<name>#<cluster>"          spec, eps (inline endpoints) or gen+chunks, createMs, updateMs
+//	SK "EPS#<ns>/<name>#<cluster>#<gen>#<i>"   one chunk of a large endpoint set
+//
+// Every read-modify-write is a conditional write: a renewal or an export needs the cluster
+// item to exist, so nothing resurrects a deleted cluster; an export's createMs is written
+// with if_not_exists, once.
+package dynamodb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+const (
+	attrPK = "PK"
+	attrSK = "SK"
+	// inlineLimit keeps an export item well below DynamoDB's 400 KB item limit; larger
+	// endpoint sets are split into chunk items of at most chunkLimit bytes.
+	inlineLimit = 300 * 1024
+	chunkLimit  = 350 * 1024
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// Store is the DynamoDB store.
+type Store struct {
+	api     API
+	table   string
+	streams StreamsAPI
+	feed    store.Feed
+	// poll is the change feed's polling interval per shard.
+	poll time.Duration
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options configure New.
+type Options struct {
+	Client  API
+	Streams StreamsAPI
+	Table   string
+	// StreamPoll is how often each stream shard is read; 0: 250ms.
+	StreamPoll time.Duration
+}
+
+// New returns a store on an existing table (see CreateTable).
+func New(opts Options) *Store {
+	if opts.StreamPoll == 0 {
+		opts.StreamPoll = 250 * time.Millisecond
+	}
+	return &Store{api: opts.Client, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll}
+}
+
+func pk(clusterset string) string { return "CS#" + clusterset }
+func clusterSK(id string) string  { return "CLUSTER#" + id }
+func exportPrefix(svc store.ServiceKey) string {
+	return "EXPORT#" + svc.Namespace + "/" + svc.Name + "#"
+}
+func exportSK(svc store.ServiceKey, id string) string { return exportPrefix(svc) + id }
+func chunkPrefix(svc store.ServiceKey, id, gen string) string {
+	return "EPS#" + svc.Namespace + "/" + svc.Name + "#" + id + "#" + gen + "#"
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+func b(v []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: v} }
+
+func key(p, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s(p), attrSK: s(sk)}
+}
+
+func getS(item map[string]types.AttributeValue, k string) string {
+	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(item map[string]types.AttributeValue, k string) int64 {
+	if v, ok := item[k].(*types.AttributeValueMemberN); ok {
+		x, _ := strconv.ParseInt(v.Value, 10, 64)
+		return x
+	}
+	return 0
+}
+
+func getB(item map[string]types.AttributeValue, k string) []byte {
+	if v, ok := item[k].(*types.AttributeValueMemberB); ok {
+		return v.Value
+	}
+	return nil
+}
+
+func ms(t time.Time) int64     { return t.UnixMilli() }
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+func isCondFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+func clusterFrom(clusterset string, item map[string]types.AttributeValue) store.Cluster {
+	return store.Cluster{
+		Clusterset: clusterset, ClusterID: strings.TrimPrefix(getS(item, attrSK), "CLUSTER#"), Region: getS(item, "region"),
+		LeaseDuration: time.Duration(getN(item, "leaseMs")) * time.Millisecond,
+		RegisterTime:  fromMs(getN(item, "registerMs")), RenewTime: fromMs(getN(item, "renewMs")),
+	}
+}
+
+// RegisterCluster implements store.Store.
+func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
+		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, registerMs = if_not_exists(registerMs, :now)"),
+		ExpressionAttributeNames:  map[string]string{"#r": "region"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": s(c.Region), ":l": n(c.LeaseDuration.Milliseconds()), ":now": n(ms(c.RenewTime))},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return store.Cluster{}, unavailable("register cluster", err)
+	}
+	return clusterFrom(c.Clusterset, out.Attributes), nil
+}
+
+// RenewLease implements store.Store. The condition makes sure a renewal never creates a
+// cluster that was deleted, in this region or (after replication) in another.
+func (st *Store) RenewLease(ctx context.Context, k store.ClusterKey, now time.Time) (store.Cluster, error) {
+	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &st.table,
+		Key:                       key(pk(k.Clusterset), clusterSK(k.ClusterID)),
+		UpdateExpression:          aws.String("SET renewMs = :now"),
+		ConditionExpression:       aws.String("attribute_exists(PK)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(ms(now))},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isCondFailed(err) {
+		return store.Cluster{}, fmt.Errorf("renew %s/%s: %w", k.Clusterset, k.ClusterID, store.ErrClusterNotFound)
+	}
+	if err != nil {
+		return store.Cluster{}, unavailable("renew lease", err)
+	}
+	return clusterFrom(k.Clusterset, out.Attributes), nil
+}
+
+// GetCluster implements store.Store.
+func (st *Store) GetCluster(ctx context.Context, k store.ClusterKey) (store.Cluster, error) {
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key(pk(k.Clusterset), clusterSK(k.ClusterID)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return store.Cluster{}, unavailable("get cluster", err)
+	}
+	if len(out.Item) == 0 {
+		return store.Cluster{}, fmt.Errorf("get %s/%s: %w", k.Clusterset, k.ClusterID, store.ErrClusterNotFound)
+	}
+	return clusterFrom(k.Clusterset, out.Item), nil
+}
+
+// query returns every item of the clusterset whose sort key starts with prefix.
+func (st *Store) query(ctx context.Context, clusterset, prefix string) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	var start map[string]types.AttributeValue
+	for {
+		out, err := st.api.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &st.table,
+			KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk(clusterset)), ":p": s(prefix)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, unavailable("query", err)
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 {
+			return items, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+// ListClusters implements store.Store.
+func (st *Store) ListClusters(ctx context.Context, clusterset string) ([]store.Cluster, error) {
+	items, err := st.query(ctx, clusterset, "CLUSTER#")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Cluster, 0, len(items))
+	for _, it := range items {
+		out = append(out, clusterFrom(clusterset, it))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClusterID < out[j].ClusterID })
+	return out, nil
+}
+
+// DeleteCluster implements store.Store. The cluster item goes first, so no export can be
+// written for it afterwards; then its exports and their chunks.
+func (st *Store) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, error) {
+	_, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &st.table, Key: key(pk(k.Clusterset), clusterSK(k.ClusterID)),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	if isCondFailed(err) {
+		return 0, fmt.Errorf("delete %s/%s: %w", k.Clusterset, k.ClusterID, store.ErrClusterNotFound)
+	}
+	if err != nil {
+		return 0, unavailable("delete cluster", err)
+	}
+	items, err := st.query(ctx, k.Clusterset, "EXPORT#")
+	if err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, it := range items {
+		e := exportKeyFrom(it)
+		if e.ClusterID != k.ClusterID {
+			continue
+		}
+		if _, err := st.DeleteExport(ctx, k, e.Service); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+type exportKey struct {
+	Service   store.ServiceKey
+	ClusterID string
+}
+
+func exportKeyFrom(item map[string]types.AttributeValue) exportKey {
+	rest := strings.TrimPrefix(getS(item, attrSK), "EXPORT#")
+	i := strings.LastIndexByte(rest, '#')
+	svc, id := rest[:i], rest[i+1:]
+	j := strings.IndexByte(svc, '/')
+	return exportKey{Service: store.ServiceKey{Namespace: svc[:j], Name: svc[j+1:]}, ClusterID: id}
+}
+
+// groups wraps endpoint groups for storage; an Export message carries them.
+func marshalGroups(groups []*registryv1.EndpointGroup) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(&registryv1.Export{EndpointGroups: groups})
+}
+
+func unmarshalGroups(data []byte) ([]*registryv1.EndpointGroup, error) {
+	e := &registryv1.Export{}
+	if err := proto.Unmarshal(data, e); err != nil {
+		return nil, err
+	}
+	return e.GetEndpointGroups(), nil
+}
+
+// chunks splits endpoint groups into pieces of at most chunkLimit bytes each; an endpoint
+// group that is too large is split by endpoints.
+func chunks(groups []*registryv1.EndpointGroup) ([][]byte, error) {
+	var out [][]byte
+	var cur []*registryv1.EndpointGroup
+	size := 0
+	flush := func() error {
+		if len(cur) == 0 {
+			return nil
+		}
+		data, err := marshalGroups(cur)
+		if err != nil {
+			return err
+		}
+		out = append(out, data)
+		cur, size = nil, 0
+		return nil
+	}
+	for _, g := range groups {
+		head := &registryv1.EndpointGroup{AddressType: g.GetAddressType(), Ports: g.GetPorts()}
+		part := proto.Clone(head).(*registryv1.EndpointGroup)
+		partSize := proto.Size(head)
+		for _, e := range g.GetEndpoints() {
+			es := proto.Size(e) + 8
+			if size+partSize+es > chunkLimit && (len(part.Endpoints) > 0 || len(cur) > 0) {
+				if len(part.Endpoints) > 0 {
+					cur = append(cur, part)
+				}
+				if err := flush(); err != nil {
+					return nil, err
+				}
+				part = proto.Clone(head).(*registryv1.EndpointGroup)
+				partSize = proto.Size(head)
+			}
+			part.Endpoints = append(part.Endpoints, e)
+			partSize += es
+		}
+		cur = append(cur, part)
+		size += partSize
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func newGen() string {
+	var x [6]byte
+	_, _ = rand.Read(x[:])
+	return hex.EncodeToString(x[:])
+}
+
+// putExport writes one export: chunk items first (when the endpoints do not fit inline),
+// then the export item in a transaction with a check that the cluster exists, then the
+// previous chunks are removed.
+func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, error) {
+	spec, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.Spec)
+	if err != nil {
+		return store.Export{}, fmt.Errorf("encode export spec: %w", err)
+	}
+	eps, err := marshalGroups(e.EndpointGroups)
+	if err != nil {
+		return store.Export{}, fmt.Errorf("encode endpoints: %w", err)
+	}
+	p := pk(e.Clusterset)
+	values := map[string]types.AttributeValue{
+		":spec": b(spec), ":now": n(ms(e.CreateTime)), ":upd": n(ms(e.UpdateTime)),
+	}
+	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd"
+	gen := ""
+	var parts [][]byte
+	if len(eps) <= inlineLimit {
+		values[":eps"] = b(eps)
+		update += ", eps = :eps REMOVE gen, chunks"
+	} else {
+		if parts, err = chunks(e.EndpointGroups); err != nil {
+			return store.Export{}, fmt.Errorf("split endpoints: %w", err)
+		}
+		gen = newGen()
+		for i, part := range parts {
+			if _, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: map[string]types.AttributeValue{
+				attrPK: s(p), attrSK: s(chunkPrefix(e.Service, e.ClusterID, gen) + strconv.Itoa(i)), "data": b(part),
+			}}); err != nil {
+				return store.Export{}, unavailable("write endpoint chunk", err)
+			}
+		}
+		values[":gen"], values[":chunks"] = s(gen), n(int64(len(parts)))
+		update += ", gen = :gen, chunks = :chunks REMOVE eps"
+	}
+	old, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+	_, err = st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(e.ClusterID)), ConditionExpression: aws.String("attribute_exists(PK)")}},
+		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)), UpdateExpression: aws.String(update), ExpressionAttributeValues: values}},
+	}})
+	if isCondFailed(err) {
+		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, gen, len(parts))
+		return store.Export{}, fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+	}
+	if err != nil {
+		return store.Export{}, unavailable("put export", err)
+	}
+	if old != nil && getS(old, "gen") != "" {
+		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, getS(old, "gen"), int(getN(old, "chunks")))
+	}
+	got, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+	if err != nil {
+		return store.Export{}, err
+	}
+	if got != nil {
+		e.CreateTime = fromMs(getN(got, "createMs"))
+	}
+	return e, nil
+}
+
+func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.ServiceKey, id, gen string, count int) {
+	for i := range count {
+		_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))})
+	}
+}
+
+func (st *Store) getExportItem(ctx context.Context, clusterset string, svc store.ServiceKey, id string) (map[string]types.AttributeValue, error) {
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key(pk(clusterset), exportSK(svc, id)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, unavailable("get export", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// PutExport implements store.Store.
+func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, error) {
+	return st.putExport(ctx, e)
+}
+
+// DeleteExport implements store.Store.
+func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	out, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &st.table, Key: key(pk(k.Clusterset), exportSK(svc, k.ClusterID)), ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return false, unavailable("delete export", err)
+	}
+	if gen := getS(out.Attributes, "gen"); gen != "" {
+		st.deleteChunks(ctx, k.Clusterset, svc, k.ClusterID, gen, int(getN(out.Attributes, "chunks")))
+	}
+	return len(out.Attributes) > 0, nil
+}
+
+// SyncExports implements store.Store. Each export is one conditional write; the set is
+// not one transaction (it may exceed DynamoDB's 100-item limit), so a failure part way
+// leaves some written, and the caller retries the whole set.
+func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
+	if _, err := st.GetCluster(ctx, k); err != nil {
+		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
+	}
+	keep := map[store.ServiceKey]bool{}
+	stored := make([]store.Export, len(exports))
+	for i, e := range exports {
+		var err error
+		if stored[i], err = st.putExport(ctx, e); err != nil {
+			return nil, 0, err
+		}
+		keep[e.Service] = true
+	}
+	items, err := st.query(ctx, k.Clusterset, "EXPORT#")
+	if err != nil {
+		return nil, 0, err
+	}
+	deleted := 0
+	for _, it := range items {
+		ek := exportKeyFrom(it)
+		if ek.ClusterID != k.ClusterID || keep[ek.Service] {
+			continue
+		}
+		if ok, err := st.DeleteExport(ctx, k, ek.Service); err != nil {
+			return nil, deleted, err
+		} else if ok {
+			deleted++
+		}
+	}
+	return stored, deleted, nil
+}
+
+// exportFrom decodes an export item, reading its chunks when it has them.
+func (st *Store) exportFrom(ctx context.Context, clusterset string, item map[string]types.AttributeValue) (store.Export, error) {
+	ek := exportKeyFrom(item)
+	e := store.Export{
+		Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service,
+		CreateTime: fromMs(getN(item, "createMs")), UpdateTime: fromMs(getN(item, "updateMs")), Spec: &registryv1.ExportSpec{},
+	}
+	if err := proto.Unmarshal(getB(item, "spec"), e.Spec); err != nil {
+		return e, fmt.Errorf("decode export spec of %s from %s: %w", ek.Service, ek.ClusterID, err)
+	}
+	if gen := getS(item, "gen"); gen != "" {
+		want := int(getN(item, "chunks"))
+		parts, err := st.query(ctx, clusterset, chunkPrefix(ek.Service, ek.ClusterID, gen))
+		if err != nil {
+			return e, err
+		}
+		if len(parts) != want {
+			return e, fmt.Errorf("export %s from %s: %d of %d endpoint chunks: %w", ek.Service, ek.ClusterID, len(parts), want, errConcurrentWrite)
+		}
+		sort.Slice(parts, func(i, j int) bool {
+			a, _ := strconv.Atoi(getS(parts[i], attrSK)[strings.LastIndexByte(getS(parts[i], attrSK), '#')+1:])
+			b, _ := strconv.Atoi(getS(parts[j], attrSK)[strings.LastIndexByte(getS(parts[j], attrSK), '#')+1:])
+			return a < b
+		})
+		for _, p := range parts {
+			groups, err := unmarshalGroups(getB(p, "data"))
+			if err != nil {
+				return e, err
+			}
+			e.EndpointGroups = appendMerged(e.EndpointGroups, groups)
+		}
+		return e, nil
+	}
+	groups, err := unmarshalGroups(getB(item, "eps"))
+	if err != nil {
+		return e, fmt.Errorf("decode endpoints of %s from %s: %w", ek.Service, ek.ClusterID, err)
+	}
+	e.EndpointGroups = groups
+	return e, nil
+}
+
+var errConcurrentWrite = errors.New("the export changed while it was read")
+
+// appendMerged appends chunked groups, joining a group that was split across chunks.
+func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGroup {
+	for i, g := range src {
+		if i == 0 && len(dst) > 0 {
+			last := dst[len(dst)-1]
+			if last.GetAddressType() == g.GetAddressType() && protoEqualPorts(last.GetPorts(), g.GetPorts()) {
+				last.Endpoints = append(last.Endpoints, g.GetEndpoints()...)
+				continue
+			}
+		}
+		dst = append(dst, g)
+	}
+	return dst
+}
+
+func protoEqualPorts(a, b []*registryv1.EndpointPort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// listExports reads exports with a sort-key prefix, retrying when a large export changed
+// while its chunks were read.
+func (st *Store) listExports(ctx context.Context, clusterset, prefix string) ([]store.Export, error) {
+	for attempt := 0; ; attempt++ {
+		items, err := st.query(ctx, clusterset, prefix)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]store.Export, 0, len(items))
+		retry := false
+		for _, it := range items {
+			e, err := st.exportFrom(ctx, clusterset, it)
+			if errors.Is(err, errConcurrentWrite) && attempt < 5 {
+				retry = true
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		if !retry {
+			sort.Slice(out, func(i, j int) bool {
+				if out[i].Service != out[j].Service {
+					return out[i].Service.Less(out[j].Service)
+				}
+				return out[i].ClusterID < out[j].ClusterID
+			})
+			return out, nil
+		}
+	}
+}
+
+// ListExports implements store.Store.
+func (st *Store) ListExports(ctx context.Context, clusterset string) ([]store.Export, error) {
+	return st.listExports(ctx, clusterset, "EXPORT#")
+}
+
+// ListServiceExports implements store.Store.
+func (st *Store) ListServiceExports(ctx context.Context, clusterset string, svc store.ServiceKey) ([]store.Export, error) {
+	return st.listExports(ctx, clusterset, exportPrefix(svc))
+}
+
+// Ping implements store.Store.
+func (st *Store) Ping(ctx context.Context) error {
+	out, err := st.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return unavailable("describe table "+st.table, err)
+	}
+	if out.Table.TableStatus != types.TableStatusActive && out.Table.TableStatus != types.TableStatusUpdating {
+		return fmt.Errorf("table %s is %s: %w", st.table, out.Table.TableStatus, store.ErrUnavailable)
+	}
+	return nil
+}

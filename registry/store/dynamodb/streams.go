@@ -1,0 +1,168 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// StreamsAPI is the part of the DynamoDB Streams client the change feed uses.
+type StreamsAPI interface {
+	DescribeStream(context.Context, *dynamodbstreams.DescribeStreamInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(context.Context, *dynamodbstreams.GetShardIteratorInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(context.Context, *dynamodbstreams.GetRecordsInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// Changes implements store.Store. Every write to the table — by this replica, another one,
+// or a Global Table replication from another region — appears on the table's stream in this
+// region; the feed reads every shard from its latest record and turns each record's key into
+// a Change. Whenever reading fails or a shard is lost, it sends ChangeResync for everything.
+func (st *Store) Changes(ctx context.Context) (<-chan store.Change, error) {
+	out := st.feed.Subscribe(ctx)
+	if st.streams == nil {
+		return out, nil
+	}
+	desc, err := st.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &st.table})
+	if err != nil {
+		return nil, unavailable("describe table "+st.table, err)
+	}
+	arn := aws.ToString(desc.Table.LatestStreamArn)
+	if arn == "" {
+		return nil, fmt.Errorf("table %s has no stream: create it with mcs-admin create-table, or enable NEW_AND_OLD_IMAGES streams", st.table)
+	}
+	// The shards' positions are taken before returning, so no write made after Changes
+	// returns is missed.
+	iterators := map[string]*string{} // shard id -> next iterator
+	done := map[string]bool{}         // closed shards fully read
+	if err := st.discoverShards(ctx, arn, iterators, done, streamtypes.ShardIteratorTypeLatest); err != nil {
+		return nil, unavailable("read the stream of "+st.table, err)
+	}
+	go st.follow(ctx, arn, iterators, done)
+	return out, nil
+}
+
+// discoverShards adds an iterator for every shard not seen yet.
+func (st *Store) discoverShards(ctx context.Context, arn string, iterators map[string]*string, done map[string]bool, typ streamtypes.ShardIteratorType) error {
+	desc, err := st.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &arn})
+	if err != nil {
+		return err
+	}
+	for _, sh := range desc.StreamDescription.Shards {
+		id := aws.ToString(sh.ShardId)
+		if _, ok := iterators[id]; ok || done[id] {
+			continue
+		}
+		it, err := st.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &id, ShardIteratorType: typ})
+		if err != nil {
+			return err
+		}
+		iterators[id] = it.ShardIterator
+	}
+	return nil
+}
+
+// follow polls every shard of the stream until ctx ends.
+func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*string, done map[string]bool) {
+	for ctx.Err() == nil {
+		// Shards that appear later are children of shards already read: read them whole.
+		if err := st.discoverShards(ctx, arn, iterators, done, streamtypes.ShardIteratorTypeTrimHorizon); err != nil {
+			st.resync(ctx)
+			continue
+		}
+		for round := 0; round < 20 && ctx.Err() == nil; round++ {
+			for id, it := range iterators {
+				if it == nil {
+					delete(iterators, id)
+					done[id] = true
+					continue
+				}
+				recs, err := st.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+				if err != nil {
+					var expired *streamtypes.ExpiredIteratorException
+					var trimmed *streamtypes.TrimmedDataAccessException
+					if errors.As(err, &expired) || errors.As(err, &trimmed) {
+						delete(iterators, id)
+						st.resync(ctx)
+					}
+					continue
+				}
+				for _, r := range recs.Records {
+					if c, ok := changeFrom(r.Dynamodb.Keys); ok {
+						st.feed.Publish(c)
+					}
+				}
+				iterators[id] = recs.NextShardIterator
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(st.poll):
+			}
+		}
+	}
+}
+
+func (st *Store) resync(ctx context.Context) {
+	st.feed.Publish(store.Change{Kind: store.ChangeResync})
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+}
+
+// changeFrom maps a stream record's key to a Change.
+func changeFrom(keys map[string]streamtypes.AttributeValue) (store.Change, bool) {
+	pkv, ok1 := keys[attrPK].(*streamtypes.AttributeValueMemberS)
+	skv, ok2 := keys[attrSK].(*streamtypes.AttributeValueMemberS)
+	if !ok1 || !ok2 || !strings.HasPrefix(pkv.Value, "CS#") {
+		return store.Change{}, false
+	}
+	clusterset := strings.TrimPrefix(pkv.Value, "CS#")
+	sk := skv.Value
+	switch {
+	case strings.HasPrefix(sk, "CLUSTER#"):
+		return store.Change{Kind: store.ChangeCluster, Clusterset: clusterset, ClusterID: strings.TrimPrefix(sk, "CLUSTER#")}, true
+	case strings.HasPrefix(sk, "EXPORT#"):
+		ek := exportKeyFrom(map[string]types.AttributeValue{attrSK: s(sk)})
+		return store.Change{Kind: store.ChangeExport, Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service}, true
+	}
+	return store.Change{}, false // chunk items: their export item changes too
+}
+
+// CreateTable creates the table with its stream, for mcs-admin and tests. It returns
+// created=false when the table exists.
+func CreateTable(ctx context.Context, api interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}, table string) (created bool, err error) {
+	_, err = api.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   &table,
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	var inUse *types.ResourceInUseException
+	if errors.As(err, &inUse) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create table %s: %w", table, err)
+	}
+	return true, nil
+}
