@@ -64,6 +64,7 @@ build:
 	@mkdir -p $(BIN)
 	cd registry && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/registry/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-registry ./cmd/mcs-registry
 	cd controller && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/controller/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-controller ./cmd/mcs-controller
+	cd admin && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/admin/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-admin ./cmd/mcs-admin
 	cd gds-client && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version.Version=$(VERSION)" -o $(BIN)/global-discovery-service ./cmd/global-discovery-service
 
 ## Test --------------------------------------------------------------------------------

@@ -1,0 +1,342 @@
+// Package cli is mcs-admin: operator commands that work on the registry's DynamoDB table
+// directly, with the registry role's (or an administrator's) AWS credentials.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/version"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
+)
+
+// DefaultTable is the table name the manual uses.
+const DefaultTable = "global-discovery-mcs"
+
+type globals struct {
+	store       string
+	region      string
+	table       string
+	endpointURL string
+}
+
+// New returns the root command.
+func New() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "mcs-admin",
+		Short: "Operator commands for the global-discovery-mcs registry store",
+		Long: `mcs-admin works on the registry's DynamoDB table directly, with the AWS credentials of
+the default chain (environment, shared config, IRSA, EKS Pod Identity).
+
+The memory store lives inside one mcs-registry process and has nothing to administer:
+inspect it through the registry's REST port instead
+(GET /v1/clustersets/<clusterset>/clusters, /imports?includeEndpoints=true).`,
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if g.store != "dynamodb" {
+				return fmt.Errorf("--store %q: mcs-admin works on the dynamodb store only; a memory store lives inside one mcs-registry process: use its REST port", g.store)
+			}
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&g.store, "store", "dynamodb", "The registry store; only dynamodb can be administered.")
+	root.PersistentFlags().StringVar(&g.region, "region", "", "AWS region of the table; empty: AWS_REGION.")
+	root.PersistentFlags().StringVar(&g.table, "table", DefaultTable, "DynamoDB table of the registry.")
+	root.PersistentFlags().StringVar(&g.endpointURL, "endpoint-url", "", "DynamoDB endpoint, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
+	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g))
+	return root
+}
+
+// Main runs the command line and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := New()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "mcs-admin: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (g *globals) client(ctx context.Context) (*dynamodb.Client, string, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if g.region != "" {
+		opts = append(opts, awsconfig.WithRegion(g.region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, "", fmt.Errorf("AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, "", errors.New("--region: required when AWS_REGION is not set")
+	}
+	ep := g.endpointURL
+	if ep == "" {
+		ep = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	}
+	if ep != "" {
+		cfg.BaseEndpoint = aws.String(ep)
+	}
+	return dynamodb.NewFromConfig(cfg), cfg.Region, nil
+}
+
+func createTableCmd(g *globals) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "create-table",
+		Short: "Create the registry's table with its stream, and wait until it is ACTIVE",
+		Example: `  mcs-admin create-table --table=global-discovery-mcs --region=us-east-1
+  # then, for several regions, add a Global Table replica per region (docs/storage.md)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, region, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			created, err := dynamostore.CreateTable(ctx, c, g.table)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !created {
+				fmt.Fprintf(out, "table %s already exists in %s; nothing to do\n", g.table, region)
+			} else {
+				fmt.Fprintf(out, "creating table %s in %s\n", g.table, region)
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				d, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &g.table})
+				if err != nil {
+					return fmt.Errorf("describe table %s: %w", g.table, err)
+				}
+				st := d.Table.TableStatus
+				if st == types.TableStatusActive {
+					fmt.Fprintf(out, "table %s is ACTIVE (stream %s)\n", g.table, aws.ToString(d.Table.LatestStreamArn))
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("table %s is still %s after %s", g.table, st, wait)
+				}
+				fmt.Fprintf(out, "  status %s, waiting...\n", st)
+				time.Sleep(2 * time.Second)
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "How long to wait for the table to become ACTIVE.")
+	return cmd
+}
+
+// Description is what describe prints as JSON or YAML.
+type Description struct {
+	Clusterset string               `json:"clusterset"`
+	Time       time.Time            `json:"time"`
+	Clusters   []ClusterDescription `json:"clusters"`
+	Exports    []ExportDescription  `json:"exports"`
+}
+
+// ClusterDescription is one cluster and its lease.
+type ClusterDescription struct {
+	ClusterID    string    `json:"clusterId"`
+	Region       string    `json:"region"`
+	LeaseState   string    `json:"leaseState"`
+	LeaseSeconds float64   `json:"leaseSeconds"`
+	RenewTime    time.Time `json:"renewTime"`
+	ExpireTime   time.Time `json:"expireTime"`
+	RegisterTime time.Time `json:"registerTime"`
+}
+
+// ExportDescription is one export and its endpoint set.
+type ExportDescription struct {
+	Namespace      string    `json:"namespace"`
+	Name           string    `json:"name"`
+	ClusterID      string    `json:"clusterId"`
+	Type           string    `json:"type"`
+	Ports          []string  `json:"ports"`
+	Endpoints      int       `json:"endpoints"`
+	ReadyEndpoints int       `json:"readyEndpoints"`
+	Addresses      []string  `json:"addresses"`
+	CreateTime     time.Time `json:"createTime"`
+	UpdateTime     time.Time `json:"updateTime"`
+}
+
+// Describe reads a clusterset from the store.
+func Describe(ctx context.Context, st store.Store, clusterset string, now time.Time) (Description, error) {
+	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}}
+	clusters, err := st.ListClusters(ctx, clusterset)
+	if err != nil {
+		return d, err
+	}
+	for _, c := range clusters {
+		state := "LEASE_STATE_EXPIRED"
+		if c.Active(now) {
+			state = "LEASE_STATE_ACTIVE"
+		}
+		d.Clusters = append(d.Clusters, ClusterDescription{
+			ClusterID: c.ClusterID, Region: c.Region, LeaseState: state, LeaseSeconds: c.LeaseDuration.Seconds(),
+			RenewTime: c.RenewTime, ExpireTime: c.ExpireTime(), RegisterTime: c.RegisterTime,
+		})
+	}
+	exports, err := st.ListExports(ctx, clusterset)
+	if err != nil {
+		return d, err
+	}
+	for _, e := range exports {
+		ed := ExportDescription{
+			Namespace: e.Service.Namespace, Name: e.Service.Name, ClusterID: e.ClusterID,
+			Type: strings.TrimPrefix(e.Spec.GetType().String(), "SERVICE_TYPE_"), Ports: []string{}, Addresses: []string{},
+			CreateTime: e.CreateTime, UpdateTime: e.UpdateTime,
+		}
+		for _, p := range e.Spec.GetPorts() {
+			proto := p.GetProtocol()
+			if proto == "" {
+				proto = "TCP"
+			}
+			ed.Ports = append(ed.Ports, fmt.Sprintf("%s/%s/%d", p.GetName(), proto, p.GetPort()))
+		}
+		for _, g := range e.EndpointGroups {
+			for _, ep := range g.GetEndpoints() {
+				ed.Endpoints++
+				if ep.GetConditions().Ready == nil || ep.GetConditions().GetReady() {
+					ed.ReadyEndpoints++
+				}
+				ed.Addresses = append(ed.Addresses, ep.GetAddresses()...)
+			}
+		}
+		sort.Strings(ed.Addresses)
+		d.Exports = append(d.Exports, ed)
+	}
+	return d, nil
+}
+
+func describeCmd(g *globals) *cobra.Command {
+	var clusterset, output string
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "List a clusterset's clusters with their lease states, the exports and their endpoint sets",
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset=prod
+  mcs-admin --region=us-east-1 describe --clusterset=prod -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if clusterset == "" {
+				return errors.New("--clusterset: required")
+			}
+			if output != "table" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %q: must be table, json or yaml", output)
+			}
+			ctx := cmd.Context()
+			c, _, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			d, err := Describe(ctx, dynamostore.New(dynamostore.Options{Client: c, Table: g.table}), clusterset, time.Now())
+			if err != nil {
+				return err
+			}
+			return printDescription(cmd.OutOrStdout(), d, output)
+		},
+	}
+	cmd.Flags().StringVar(&clusterset, "clusterset", "", "The clusterset to describe (required).")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+func printDescription(w io.Writer, d Description, output string) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "CLUSTERS OF %s\n", d.Clusterset)
+	fmt.Fprintln(tw, "CLUSTER\tREGION\tLEASE\tEXPIRES\tREGISTERED")
+	for _, c := range d.Clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ClusterID, dash(c.Region), c.LeaseState, c.ExpireTime.Format(time.RFC3339), c.RegisterTime.Format(time.RFC3339))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "EXPORTS")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tREADY/ENDPOINTS\tCREATED")
+	for _, e := range d.Exports {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func deleteClusterCmd(g *globals) *cobra.Command {
+	var clusterset, cluster string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "delete-cluster",
+		Short:   "Remove a cluster that will not return, with all its exports and endpoints",
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset=prod --cluster=use1-a --yes`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if clusterset == "" || cluster == "" {
+				return errors.New("--clusterset and --cluster: both required")
+			}
+			if !yes {
+				return fmt.Errorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
+			}
+			ctx := cmd.Context()
+			c, _, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			n, err := dynamostore.New(dynamostore.Options{Client: c, Table: g.table}).DeleteCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: cluster})
+			if errors.Is(err, store.ErrClusterNotFound) {
+				return fmt.Errorf("cluster %s is not registered in clusterset %s (table %s)", cluster, clusterset, g.table)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted cluster %s of clusterset %s and its %d exports\n", cluster, clusterset, n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&clusterset, "clusterset", "", "The clusterset (required).")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "The cluster id to delete (required).")
+	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
+	return cmd
+}
