@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"sort"
 	"strings"
@@ -545,4 +546,27 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 			t.Fatalf("ServiceExport %s was updated by a restart with nothing changed (%s -> %s)", name, versions[name], rv)
 		}
 	}
+}
+
+// TestControllerRestoresMissingExports: when the registry loses one of the cluster's exports
+// while the cluster stays registered (a replicated deletion, an operator's mistake), the
+// controller's periodic verification sends it again.
+func TestControllerRestoresMissingExports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a", "--lease-duration=6s", "--renew-interval=2s", "--verify-exports-every=1")...)
+	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"), slice("dynamo", "svc", "svc-x", "10.1.0.1"))
+	waitRegistryExports(t, reg, "[use1-a:dynamo/svc:10.1.0.1]")
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.RESTAddr+"/v1/clustersets/prod/clusters/use1-a/exports/dynamo/svc", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("delete export behind the controller's back: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	start := time.Now()
+	waitRegistryExports(t, reg, "[use1-a:dynamo/svc:10.1.0.1]")
+	t.Logf("export restored %s after it went missing", time.Since(start).Round(10*time.Millisecond))
 }

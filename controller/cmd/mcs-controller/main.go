@@ -71,6 +71,7 @@ type options struct {
 	createNamespaces    bool
 	adoptUnmanaged      bool
 	importDeletionDelay time.Duration
+	verifyEvery         int
 	showVersion         bool
 }
 
@@ -103,6 +104,7 @@ func run() int {
 	fs.BoolVar(&o.createNamespaces, "create-namespaces", false, "Create the namespace of an import when it does not exist, instead of holding the import until it is created.")
 	fs.BoolVar(&o.adoptUnmanaged, "adopt-unmanaged-imports", false, "Take over ServiceImports with an import's name that this controller did not create.")
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
+	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -219,7 +221,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	session := &registryclient.Session{
 		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
-		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(),
+		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
 	}
 	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log}
 	imp := &importer.Reconciler{

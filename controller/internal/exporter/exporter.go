@@ -101,6 +101,9 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	sent map[types.NamespacedName]*sent
+	// syncedGen is the session generation of the last SyncAll: a SyncAll of the same
+	// generation is a periodic verification.
+	syncedGen int64
 	// events feeds reconciles triggered from outside the cluster (session, imports).
 	events chan event.TypedGenericEvent[*mcsv1beta1.ServiceExport]
 }
@@ -416,8 +419,9 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Unlock()
 }
 
-// SyncAll sends the complete set of the cluster's valid exports in one SyncExports call;
-// the session calls it after every registration.
+// SyncAll makes the registry hold exactly the cluster's valid exports: it compares them
+// with the registry's copy and, when they differ, sends them all in one SyncExports call.
+// The session calls it after every registration and periodically to verify.
 func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 	var list mcsv1beta1.ServiceExportList
 	if err := r.Client.List(ctx, &list); err != nil {
@@ -450,7 +454,14 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		for i, content := range req.Exports {
 			r.sent[keys[i]] = &sent{content: content, generation: generation, verdict: verdicts[keys[i]]}
 		}
+		verifying := r.syncedGen == generation
+		r.syncedGen = generation
 		r.mu.Unlock()
+		if verifying {
+			// A periodic check found nothing missing.
+			r.Log.Debug("the registry holds the cluster's exports", "exports", len(req.Exports))
+			return nil
+		}
 		r.Log.Info("the registry holds the cluster's exports already; nothing sent", "exports", len(req.Exports))
 		go r.Trigger(ctx, nil)
 		return nil
@@ -478,6 +489,7 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		return fmt.Errorf("sync %d exports: %w", len(req.Exports), err)
 	}
 	r.mu.Lock()
+	r.syncedGen = generation
 	r.sent = map[types.NamespacedName]*sent{}
 	for i, res := range resp.GetResults() {
 		r.sent[keys[i]] = &sent{content: req.Exports[i], generation: generation, verdict: res.GetVerdict()}

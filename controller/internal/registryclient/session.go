@@ -31,8 +31,12 @@ type Session struct {
 	OnRegistered func(ctx context.Context, generation int64) error
 	// OnStateChange runs when the session's state changes (registered, lease valid).
 	OnStateChange func()
-	Log           *slog.Logger
-	Metrics       Metrics
+	// VerifyEvery: after this many renewals, OnRegistered runs again, so the caller can
+	// check that the registry still holds its exports (anti-entropy: a replicated deletion
+	// or an operator's change cannot leave them missing for long). 0: never.
+	VerifyEvery int
+	Log         *slog.Logger
+	Metrics     Metrics
 	// Now returns the current time; nil: time.Now.
 	Now func() time.Time
 
@@ -41,6 +45,7 @@ type Session struct {
 	// generation counts registrations: exports sent under an older one must be sent again.
 	generation int64
 	lastRenew  time.Time
+	renewals   int
 	kick       chan struct{}
 }
 
@@ -140,7 +145,15 @@ func (s *Session) step(ctx context.Context) error {
 		if err == nil {
 			s.mu.Lock()
 			s.lastRenew = s.now()
+			s.renewals++
+			verify := s.VerifyEvery > 0 && s.renewals%s.VerifyEvery == 0
+			gen := s.generation
 			s.mu.Unlock()
+			if verify && s.OnRegistered != nil {
+				if err := s.OnRegistered(ctx, gen); err != nil {
+					return fmt.Errorf("verify exports: %w", err)
+				}
+			}
 			return nil
 		}
 		if status.Code(err) != codes.FailedPrecondition {
