@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+var volatile = regexp.MustCompile(`"(revision|epoch|renewTime|expireTime)":"[^"]*"`)
+
+// converge waits until both registries answer path the same way (revision, epoch and lease
+// times aside) and the answer passes ok; it returns the time it took.
+func converge(t *testing.T, a, b *harness.Registry, path string, ok func(string) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var ba, bb string
+	for time.Since(start) < 60*time.Second {
+		_, ba = get(t, "http://"+a.RESTAddr+path)
+		_, bb = get(t, "http://"+b.RESTAddr+path)
+		ba, bb = volatile.ReplaceAllString(ba, ""), volatile.ReplaceAllString(bb, "")
+		if ba == bb && ok(ba) {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not converge:\nregion A %s\nregion B %s", path, ba, bb)
+	return 0
+}
+
+// TestTwoRegions runs a registry in each of two "regions" — two DynamoDB servers whose
+// tables a test replicator keeps in sync asynchronously, two seconds late, last writer wins,
+// as Global Tables do — and checks that both regions converge to the same clusters and
+// imports under concurrent exports, renewals in both regions, and a cluster deleted in one
+// region while it renews in the other.
+func TestTwoRegions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d1, d2 := harness.StartDynamoDB(t), harness.StartDynamoDB(t)
+	d2.Region = "us-west-2"
+	table := harness.TableName(t)
+	for _, d := range []*harness.DynamoDB{d1, d2} {
+		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Replicate(t, d1, d2, table, 2*time.Second)
+	ra, rb := dynamoRegistry(t, d1, table), dynamoRegistry(t, d2, table)
+	ca, cb := dial(t, ra.GRPCAddr), dial(t, rb.GRPCAddr)
+
+	// Each region registers its own cluster; then both export the same Service at once,
+	// with different ports.
+	if _, err := ca.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "use1-a", Region: "us-east-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "usw2-a", Region: "us-west-2"}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &registryv1.ServiceKey{Namespace: "dynamo", Name: "relay"}
+	errs := make(chan error, 2)
+	go func() {
+		_, err := ca.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "use1-a", Service: svc, Spec: relaySpec(80), EndpointGroups: endpoints("10.1.0.1")})
+		errs <- err
+	}()
+	go func() {
+		_, err := cb.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "usw2-a", Service: svc, Spec: relaySpec(81), EndpointGroups: endpoints("10.2.0.1")})
+		errs <- err
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := converge(t, ra, rb, "/v1/clustersets/prod/imports?includeEndpoints=true", func(s string) bool {
+		return regexp.MustCompile(`10\.1\.0\.1.*10\.2\.0\.1`).MatchString(s) && regexp.MustCompile(`"conflicts":\["CONFLICT_REASON_PORT_CONFLICT"\]`).MatchString(s)
+	})
+	t.Logf("concurrent exports in two regions: the same imports in both after %s (replication delay 2s)", took.Round(10*time.Millisecond))
+
+	// Renewals in both regions of a cluster registered in one.
+	for range 3 {
+		if _, err := cb.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: "prod", ClusterId: "use1-a"}); err != nil {
+			t.Fatalf("renewal in the other region: %v", err)
+		}
+		if _, err := ca.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: "prod", ClusterId: "use1-a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converge(t, ra, rb, "/v1/clustersets/prod/clusters", func(s string) bool {
+		return regexp.MustCompile(`"clusterId":"use1-a".*"state":"LEASE_STATE_ACTIVE".*"clusterId":"usw2-a".*"state":"LEASE_STATE_ACTIVE"`).MatchString(s)
+	})
+
+	// usw2-a is deleted in region A while it renews in region B. The regions may keep
+	// either outcome (last writer wins), but they converge to the same one, and the
+	// cluster's exports are gone in both.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 10; i++ {
+			_, _ = cb.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: "prod", ClusterId: "usw2-a"})
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	if _, err := ca.DeleteCluster(ctx, &registryv1.DeleteClusterRequest{Clusterset: "prod", ClusterId: "usw2-a"}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	took = converge(t, ra, rb, "/v1/clustersets/prod/imports?includeEndpoints=true", func(s string) bool {
+		return !regexp.MustCompile(`10\.2\.0\.1`).MatchString(s) && regexp.MustCompile(`10\.1\.0\.1`).MatchString(s)
+	})
+	converge(t, ra, rb, "/v1/clustersets/prod/clusters", func(string) bool { return true })
+	t.Logf("deletion in one region during renewals in the other: both regions agree after %s", took.Round(10*time.Millisecond))
+}
