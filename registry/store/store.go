@@ -98,12 +98,17 @@ const (
 	ChangeResync
 )
 
-// Change tells that a fact changed. It carries no data: the receiver reads the store.
+// Change tells that a fact changed. An export change carries no data: the receiver reads
+// the store. A cluster change may carry the cluster's new state, saving that read.
 type Change struct {
 	Kind       ChangeKind
 	Clusterset string
 	ClusterID  string
 	Service    ServiceKey
+	// Cluster is the cluster after the change, when known (ChangeCluster only).
+	Cluster *Cluster
+	// Deleted: the cluster was deleted (ChangeCluster only).
+	Deleted bool
 }
 
 // Store is the registry's storage. Every method is safe for concurrent use; every

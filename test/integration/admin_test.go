@@ -12,6 +12,15 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
+// execAdmin runs the real mcs-admin against d.
+func execAdmin(tb testing.TB, d *harness.DynamoDB, args ...string) (string, error) {
+	tb.Helper()
+	cmd := exec.Command(harness.Binary(tb, "mcs-admin"), append([]string{"--endpoint-url=" + d.Endpoint}, args...)...)
+	cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID="+harness.DynamoDBAccessKey, "AWS_SECRET_ACCESS_KEY="+harness.DynamoDBSecretKey)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // TestAdmin runs the real mcs-admin against dynoxide: create-table (twice), describe in each
 // format after a real registry wrote to the table, and delete-cluster with and without --yes.
 func TestAdmin(t *testing.T) {
@@ -20,12 +29,8 @@ func TestAdmin(t *testing.T) {
 	d := harness.StartDynamoDB(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
-	bin := harness.Binary(t, "mcs-admin")
 	table := harness.TableName(t)
-	admin := func(args ...string) (string, error) {
-		out, err := exec.Command(bin, append([]string{"--endpoint-url=" + d.Endpoint}, args...)...).CombinedOutput()
-		return string(out), err
-	}
+	admin := func(args ...string) (string, error) { return execAdmin(t, d, args...) }
 	out, err := admin("create-table", "--table="+table, "--region="+d.Region)
 	if err != nil || !strings.Contains(out, "creating table "+table) || !strings.Contains(out, "is ACTIVE") {
 		t.Fatalf("create-table: %v\n%s", err, out)

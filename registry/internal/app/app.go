@@ -93,14 +93,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		}
 		tlsCert = &cert
 	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
+	st, err := openStore(ctx, cfg, m.capacity)
+	if err != nil {
+		return err
+	}
 
 	runCtx, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
@@ -275,7 +274,7 @@ func (c *compactJSON) Marshal(v any) ([]byte, error) {
 // openStore opens the configured store. The DynamoDB store takes its credentials from the
 // default AWS chain, its region from --region or AWS_REGION, and its endpoint from
 // --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc) (store.Store, error) {
 	if cfg.Store == "memory" {
 		return memory.New(), nil
 	}
@@ -300,7 +299,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable})
+	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity})
 	if err := st.Ping(pctx); err != nil {
 		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
 	}

@@ -19,6 +19,7 @@ type metrics struct {
 	watches       prometheus.Gauge
 	watchMessages *prometheus.CounterVec
 	recomputes    *prometheus.CounterVec
+	capacityUnits *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,9 +45,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mcs_registry_import_recomputes_total",
 			Help: "ServiceImport merges, by whether the result changed (true or false).",
 		}, []string{"changed"}),
+		capacityUnits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcs_registry_dynamodb_capacity_units_total",
+			Help: "DynamoDB capacity units consumed by the dynamodb store, by operation.",
+		}, []string{"operation"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes)
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits)
 	return m
+}
+
+func (m *metrics) capacity(operation string, units float64) {
+	m.capacityUnits.WithLabelValues(operation).Add(units)
 }
 
 func (m *metrics) observer() imports.Observer {

@@ -111,7 +111,14 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) {
 	var err error
 	switch ch.Kind {
 	case store.ChangeCluster:
-		err = c.RefreshCluster(ctx, ch.Clusterset, ch.ClusterID)
+		switch {
+		case ch.Deleted:
+			c.SetCluster(ch.Clusterset, ch.ClusterID, nil)
+		case ch.Cluster != nil:
+			c.SetCluster(ch.Clusterset, ch.ClusterID, ch.Cluster)
+		default:
+			err = c.RefreshCluster(ctx, ch.Clusterset, ch.ClusterID)
+		}
 	case store.ChangeExport:
 		err = c.RefreshService(ctx, ch.Clusterset, ch.Service)
 	case store.ChangeResync:
@@ -396,11 +403,39 @@ func (c *Cache) RefreshCluster(ctx context.Context, clusterset, clusterID string
 	if err != nil && !errors.Is(err, store.ErrClusterNotFound) {
 		return fmt.Errorf("get cluster %s/%s: %w", clusterset, clusterID, err)
 	}
-	now := c.now()
+	s.setCluster(clusterID, cl, found)
+	return nil
+}
+
+// SetCluster applies a cluster's state known without reading the store (a write's
+// result, a stream image); nil means deleted. A state older than the one held (by renew
+// time) is ignored, so a late stream record cannot undo a newer write.
+func (c *Cache) SetCluster(clusterset, clusterID string, cl *store.Cluster) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	if cl == nil {
+		s.setCluster(clusterID, store.Cluster{}, false)
+		return
+	}
+	s.mu.Lock()
+	held, ok := s.clusters[clusterID]
+	s.mu.Unlock()
+	if ok && held.RenewTime.After(cl.RenewTime) {
+		return
+	}
+	s.setCluster(clusterID, *cl, true)
+}
+
+func (s *set) setCluster(clusterID string, cl store.Cluster, found bool) {
+	now := s.cache.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.clusters == nil {
-		return nil
+		return
 	}
 	prev := s.active[clusterID]
 	active := found && cl.Active(now)
@@ -417,7 +452,6 @@ func (c *Cache) RefreshCluster(ctx context.Context, clusterset, clusterID string
 		}
 	}
 	s.scheduleLocked(now)
-	return nil
 }
 
 // Resync reloads a clusterset from the store (every loaded one when name is empty).

@@ -120,7 +120,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 	if err != nil {
 		return nil, storeError("register cluster", err)
 	}
-	s.refreshCluster(ctx, c.Clusterset, c.ClusterID)
+	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
 	s.log.Info("cluster registered", "clusterset", c.Clusterset, "cluster", c.ClusterID, "region", c.Region, "lease", lease)
 	return &registryv1.RegisterClusterResponse{Cluster: clusterProto(c, now)}, nil
 }
@@ -137,16 +137,8 @@ func (s *Server) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReque
 	if err != nil {
 		return nil, storeError("renew lease", err)
 	}
-	s.refreshCluster(ctx, c.Clusterset, c.ClusterID)
+	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
 	return &registryv1.RenewLeaseResponse{Cluster: clusterProto(c, now)}, nil
-}
-
-// refreshCluster brings this replica's cache up to date with a write it just made. A
-// failure is logged only: the change feed delivers the same change.
-func (s *Server) refreshCluster(ctx context.Context, clusterset, clusterID string) {
-	if err := s.cache.RefreshCluster(ctx, clusterset, clusterID); err != nil {
-		s.log.Warn("refreshing imports after a cluster write failed", "clusterset", clusterset, "cluster", clusterID, "error", err)
-	}
 }
 
 func (s *Server) refreshService(ctx context.Context, clusterset string, k store.ServiceKey) {

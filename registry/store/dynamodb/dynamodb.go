@@ -72,6 +72,8 @@ type Options struct {
 	Table   string
 	// StreamPoll is how often each stream shard is read; 0: 250ms.
 	StreamPoll time.Duration
+	// Capacity, when set, receives the capacity units every request consumed.
+	Capacity CapacityFunc
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -79,7 +81,11 @@ func New(opts Options) *Store {
 	if opts.StreamPoll == 0 {
 		opts.StreamPoll = 250 * time.Millisecond
 	}
-	return &Store{api: opts.Client, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll}
+	api := opts.Client
+	if opts.Capacity != nil {
+		api = metered{API: api, report: opts.Capacity}
+	}
+	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll}
 }
 
 func pk(clusterset string) string { return "CS#" + clusterset }

@@ -98,6 +98,15 @@ func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*s
 				}
 				for _, r := range recs.Records {
 					if c, ok := changeFrom(r.Dynamodb.Keys); ok {
+						if c.Kind == store.ChangeCluster {
+							// The new image is the cluster: no read needed.
+							if r.EventName == streamtypes.OperationTypeRemove {
+								c.Deleted = true
+							} else if img := r.Dynamodb.NewImage; len(img) > 0 {
+								cl := clusterFromImage(c.Clusterset, img)
+								c.Cluster = &cl
+							}
+						}
 						st.feed.Publish(c)
 					}
 				}
@@ -165,4 +174,18 @@ func CreateTable(ctx context.Context, api interface {
 		return false, fmt.Errorf("create table %s: %w", table, err)
 	}
 	return true, nil
+}
+
+// clusterFromImage decodes a cluster item from a stream image.
+func clusterFromImage(clusterset string, img map[string]streamtypes.AttributeValue) store.Cluster {
+	item := map[string]types.AttributeValue{}
+	for k, v := range img {
+		switch x := v.(type) {
+		case *streamtypes.AttributeValueMemberS:
+			item[k] = &types.AttributeValueMemberS{Value: x.Value}
+		case *streamtypes.AttributeValueMemberN:
+			item[k] = &types.AttributeValueMemberN{Value: x.Value}
+		}
+	}
+	return clusterFrom(clusterset, item)
 }

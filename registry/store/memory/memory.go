@@ -51,7 +51,7 @@ func (s *Store) RegisterCluster(_ context.Context, c store.Cluster) (store.Clust
 	}
 	cs.clusters[c.ClusterID] = c
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: c.Clusterset, ClusterID: c.ClusterID})
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: c.Clusterset, ClusterID: c.ClusterID, Cluster: &c})
 	return c, nil
 }
 
@@ -71,7 +71,7 @@ func (s *Store) RenewLease(_ context.Context, key store.ClusterKey, now time.Tim
 	c.RenewTime = now
 	cs.clusters[key.ClusterID] = c
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID})
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Cluster: &c})
 	return c, nil
 }
 
@@ -133,7 +133,7 @@ func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, err
 	for _, svc := range removed {
 		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
 	}
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID})
+	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Deleted: true})
 	return len(removed), nil
 }
 
