@@ -19,13 +19,13 @@ BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false
 
-.PHONY: demo e2e all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e tools-helm all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
 ## Tools -------------------------------------------------------------------------------
 
-tools: tools-npm tools-proto tools-k8s
+tools: tools-npm tools-proto tools-k8s tools-helm
 
 tools-npm: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
@@ -38,16 +38,20 @@ tools-proto:
 tools-k8s:
 	bash hack/build-k8s.sh
 
+tools-helm:
+	bash hack/build-helm.sh
+
 ## Generated code ----------------------------------------------------------------------
 
 generate: tools-npm tools-proto
 	$(BUF) generate
 	gofmt -w api/gen/go
+	cd test && go run ./cmd/gencrds ../charts/global-discovery-mcs/files/crds
 
 # Fails when the committed generated code is not what `make generate` writes.
 check-generate: generate
-	@if [ -n "$$(git status --porcelain -- api/gen)" ]; then \
-	  echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- api/gen; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- api/gen charts/global-discovery-mcs/files/crds)" ]; then \
+	  echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- api/gen charts/global-discovery-mcs/files/crds; exit 1; fi
 
 ## Lint --------------------------------------------------------------------------------
 

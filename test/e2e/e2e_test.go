@@ -34,22 +34,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// eventually polls check until it returns "" or the timeout passes, and returns how long it took.
-func eventually(t *testing.T, what string, timeout time.Duration, check func() string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var last string
-	for {
-		if last = check(); last == "" {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %s: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // exportConditions is the manual's jsonpath:
 // {range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}
 func exportConditions(c *harness.Cluster, ns, name string) string {
@@ -127,7 +111,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("/readyz = %d %q", code, body)
 	}
 	// Every cluster id appears with "state":"LEASE_STATE_ACTIVE" in its lease.
-	eventually(t, "three clusters ACTIVE", 60*time.Second, func() string {
+	harness.Eventually(t, "three clusters ACTIVE", 60*time.Second, func() string {
 		_, body := get(t, rest+"/v1/clustersets/prod/clusters")
 		for _, m := range cs.Members {
 			if !strings.Contains(body, fmt.Sprintf(`"clusterId":"%s","region":"%s","lease":{"state":"LEASE_STATE_ACTIVE"`, m.ID, m.Region)) {
@@ -142,7 +126,7 @@ func TestEndToEnd(t *testing.T) {
 	cs.DeploySample(t)
 	for _, m := range []*clusterset.Member{use1, usw2} {
 		for _, se := range [][2]string{{"dynamo", "my-dgd-pool-relay"}, {"global-discovery", "global-router"}} {
-			eventually(t, m.ID+" ServiceExport "+se[1], 60*time.Second, func() string {
+			harness.Eventually(t, m.ID+" ServiceExport "+se[1], 60*time.Second, func() string {
 				if got := exportConditions(m.Cluster, se[0], se[1]); got != working {
 					return got
 				}
@@ -153,14 +137,14 @@ func TestEndToEnd(t *testing.T) {
 	// Verify the Imports in every member cluster where the namespace exists.
 	want := "my-dgd-pool-relay derived=1 slices=map[use1-a:2 usw2-a:1]"
 	for _, m := range []*clusterset.Member{use1, usw2} {
-		eventually(t, m.ID+" imports", 60*time.Second, func() string {
+		harness.Eventually(t, m.ID+" imports", 60*time.Second, func() string {
 			if got := imported(m.Cluster, "dynamo"); got != want {
 				return got
 			}
 			return ""
 		})
 	}
-	eventually(t, "euw1-a router import", 60*time.Second, func() string {
+	harness.Eventually(t, "euw1-a router import", 60*time.Second, func() string {
 		if got := imported(euw1.Cluster, "global-discovery"); got != "global-router derived=1 slices=map[use1-a:2 usw2-a:1]" {
 			return got
 		}
@@ -173,7 +157,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := euw1.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dynamo"}}); err != nil {
 		t.Fatal(err)
 	}
-	held := eventually(t, "euw1-a held import lands", 60*time.Second, func() string {
+	held := harness.Eventually(t, "euw1-a held import lands", 60*time.Second, func() string {
 		if got := imported(euw1.Cluster, "dynamo"); got != want {
 			return got
 		}
@@ -182,13 +166,13 @@ func TestEndToEnd(t *testing.T) {
 	t.Logf("FIGURE namespace hold: the import landed %s after the namespace was created", held.Round(10*time.Millisecond))
 
 	// Run the Global Discovery Service with MCS: /pools and /routers.
-	eventually(t, "/pools", 60*time.Second, func() string {
+	harness.Eventually(t, "/pools", 60*time.Second, func() string {
 		if _, body := get(t, cs.GDSURL+"/pools"); body != poolsJSON {
 			return body
 		}
 		return ""
 	})
-	eventually(t, "/routers", 60*time.Second, func() string {
+	harness.Eventually(t, "/routers", 60*time.Second, func() string {
 		if _, body := get(t, cs.GDSURL+"/routers"); body != routersJSON {
 			return body
 		}
@@ -200,7 +184,7 @@ func TestEndToEnd(t *testing.T) {
 	euw1.Deploy(t, clusterset.Workload{Namespace: "dynamo", Name: "my-dgd-pool-relay", Port: 81, TargetPort: 8080, Replicas: 1, FirstIP: 10})
 	conflict := "Valid=True Valid\nReady=True Ready\nConflict=True PortConflict\n"
 	for _, m := range cs.Members {
-		eventually(t, m.ID+" conflict", 60*time.Second, func() string {
+		harness.Eventually(t, m.ID+" conflict", 60*time.Second, func() string {
 			if got := exportConditions(m.Cluster, "dynamo", "my-dgd-pool-relay"); got != conflict {
 				return got
 			}
@@ -215,7 +199,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []*clusterset.Member{use1, usw2} {
-		eventually(t, m.ID+" conflict clears", 60*time.Second, func() string {
+		harness.Eventually(t, m.ID+" conflict clears", 60*time.Second, func() string {
 			if got := exportConditions(m.Cluster, "dynamo", "my-dgd-pool-relay"); got != working {
 				return got
 			}
@@ -238,7 +222,7 @@ func TestEndToEnd(t *testing.T) {
 	// Fault: the memory registry restarts. Every controller registers again and sends its
 	// exports; the imports come back whole.
 	cs.Registry.Restart(t)
-	took := eventually(t, "imports whole after a registry restart", 90*time.Second, func() string {
+	took := harness.Eventually(t, "imports whole after a registry restart", 90*time.Second, func() string {
 		_, body := get(t, rest+"/v1/clustersets/prod/clusters")
 		if strings.Count(body, `"state":"LEASE_STATE_ACTIVE"`) != 3 {
 			return body
@@ -249,7 +233,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Fault: the first registry URL goes down; every controller fails over to the second.
 	cs.Front.Close()
-	took = eventually(t, "failover to the second URL", 60*time.Second, func() string {
+	took = harness.Eventually(t, "failover to the second URL", 60*time.Second, func() string {
 		for _, m := range cs.Members {
 			_, body := get(t, "http://"+m.Controller.MetricsAddr+"/metrics")
 			if !strings.Contains(body, fmt.Sprintf(`mcs_controller_registry_active{url="http://%s"} 1`, cs.Registry.GRPCAddr)) {
@@ -266,7 +250,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := usw2.Controller.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	took = eventually(t, "leader takeover", 60*time.Second, func() string {
+	took = harness.Eventually(t, "leader takeover", 60*time.Second, func() string {
 		if !strings.Contains(second.Output(), `"msg":"cluster registered"`) {
 			return "the replica has not taken over"
 		}
@@ -278,7 +262,7 @@ func TestEndToEnd(t *testing.T) {
 	// Fault: usw2-a's controller stops. After its 30 s lease its endpoints leave every other
 	// cluster; they come back when it returns.
 	second.Stop(10 * time.Second)
-	took = eventually(t, "usw2-a's endpoints leave", 90*time.Second, func() string {
+	took = harness.Eventually(t, "usw2-a's endpoints leave", 90*time.Second, func() string {
 		for _, m := range []*clusterset.Member{use1, euw1} {
 			if got := imported(m.Cluster, "dynamo"); got != "my-dgd-pool-relay derived=1 slices=map[use1-a:2]" {
 				return m.ID + ": " + got
@@ -291,8 +275,28 @@ func TestEndToEnd(t *testing.T) {
 	})
 	t.Logf("FIGURE lease expiry: usw2-a's endpoints left the other clusters %s after its controller stopped (lease 30s)", took.Round(10*time.Millisecond))
 	usw2.Controller = usw2.StartController(t, "mcs-controller/usw2-a-back", usw2.ControllerArgs...)
-	took = eventually(t, "usw2-a returns", 90*time.Second, whole)
+	took = harness.Eventually(t, "usw2-a returns", 90*time.Second, whole)
 	t.Logf("FIGURE return: usw2-a's endpoints back everywhere %s after its controller started", took.Round(10*time.Millisecond))
+
+	// Fault: use1-a's kube-apiserver restarts under its controller (and under the Global
+	// Discovery Service, which reads use1-a). Both recover: a new export from use1-a is
+	// Ready and imported everywhere, and /pools is whole again.
+	start := time.Now()
+	use1.RestartAPIServer(t)
+	use1.Deploy(t, clusterset.Workload{Namespace: "dynamo", Name: "after-restart", Port: 80, TargetPort: 8080, Replicas: 1, FirstIP: 30})
+	took = harness.Eventually(t, "recovery after an apiserver restart", 120*time.Second, func() string {
+		if got := exportConditions(use1.Cluster, "dynamo", "after-restart"); got != working {
+			return got
+		}
+		if got := imported(euw1.Cluster, "dynamo"); !strings.Contains(got, "after-restart derived=1 slices=map[use1-a:1]") {
+			return got
+		}
+		if _, body := get(t, cs.GDSURL+"/pools"); body != poolsJSON {
+			return body
+		}
+		return ""
+	})
+	t.Logf("FIGURE apiserver restart: use1-a's controller exported a new Service %s after its kube-apiserver was killed and restarted (%s since the kill)", took.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
 
 	// Nothing exported was lost: the exports are still Ready in both exporting clusters.
 	for _, m := range []*clusterset.Member{use1, usw2} {

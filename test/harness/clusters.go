@@ -48,6 +48,9 @@ type ClusterOptions struct {
 	SkipCRDs bool
 }
 
+// ClusterPropertyCRD returns the ClusterProperty CRD (YAML) this project writes.
+func ClusterPropertyCRD() []byte { return clusterPropertyCRD }
+
 // CRDs returns the CRDs every cluster gets: ServiceExport and ServiceImport from the
 // sigs.k8s.io/mcs-api v0.5.2 module, and the KEP-2149 ClusterProperty.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -42,23 +42,17 @@ func conditions(se *mcsv1beta1.ServiceExport) string {
 // waitExport waits until the ServiceExport's conditions are want.
 func waitExport(t *testing.T, c *harness.Cluster, ns, name, want string, timeout time.Duration) *mcsv1beta1.ServiceExport {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var got string
-	for {
-		se := &mcsv1beta1.ServiceExport{}
-		err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, se)
-		if err == nil {
-			if got = conditions(se); got == want {
-				return se
-			}
-		} else {
-			got = err.Error()
+	se := &mcsv1beta1.ServiceExport{}
+	harness.Eventually(t, fmt.Sprintf("%s: ServiceExport %s/%s conditions", c.Name, ns, name), timeout, func() string {
+		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, se); err != nil {
+			return err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: ServiceExport %s/%s conditions:\n%s\nwant:\n%s", c.Name, ns, name, got, want)
+		if got := conditions(se); got != want {
+			return got + "\nwant:\n" + want
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
+	return se
 }
 
 const readyConditions = "Valid=True Valid\nReady=True Ready\nConflict=False NoConflicts"
@@ -138,15 +132,12 @@ func registryExports(t *testing.T, reg *harness.Registry) []string {
 
 func waitRegistryExports(t *testing.T, reg *harness.Registry, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got []string
-	for time.Now().Before(deadline) {
-		if got = registryExports(t, reg); fmt.Sprint(got) == want {
-			return
+	harness.Eventually(t, "registry exports", 30*time.Second, func() string {
+		if got := fmt.Sprint(registryExports(t, reg)); got != want {
+			return got + ", want " + want
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("registry exports = %v, want %s", got, want)
+		return ""
+	})
 }
 
 func controllerArgs(reg *harness.Registry, cluster string, extra ...string) []string {
@@ -266,38 +257,29 @@ func TestControllerExportPath(t *testing.T) {
 
 func waitGone(t *testing.T, c *harness.Cluster, o client.Object) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o)
-		if apierrors.IsNotFound(err) {
-			return
+	harness.Eventually(t, fmt.Sprintf("%s: %T %s gone", c.Name, o, o.GetName()), 30*time.Second, func() string {
+		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("still there (%v), finalizers %v", err, o.GetFinalizers())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %T %s still exists (%v), finalizers %v", c.Name, o, o.GetName(), err, o.GetFinalizers())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // waitEvent waits for an Event about the ServiceExport with the reason and a note containing text.
 func waitEvent(t *testing.T, c *harness.Cluster, ns, name, reason, text string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, fmt.Sprintf("%s Event for ServiceExport %s/%s containing %q", reason, ns, name, text), 30*time.Second, func() string {
 		var events corev1.EventList
 		if err := c.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
+			return err.Error()
 		}
 		for _, e := range events.Items {
 			if e.InvolvedObject.Kind == "ServiceExport" && e.InvolvedObject.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, text) {
-				return
+				return ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event for ServiceExport %s/%s containing %q (%d events)", reason, ns, name, text, len(events.Items))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d events, none matching", len(events.Items))
+	})
 }
 
 // TestControllerConflict: two clusters export the same Service with different ports; both

@@ -21,17 +21,12 @@ import (
 // waitBody polls url until its body equals want.
 func waitBody(t *testing.T, url, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var body string
-	for time.Now().Before(deadline) {
-		var code int
-		code, body = get(t, url)
-		if code == 200 && body == want {
-			return
+	harness.Eventually(t, "GET "+url, 20*time.Second, func() string {
+		if code, body := get(t, url); code != 200 || body != want {
+			return " got: " + body + "\nwant: " + want
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("GET %s\n got: %s\nwant: %s", url, body, want)
+		return ""
+	})
 }
 
 func createSlices(t *testing.T, ctx context.Context, c client.Client, slices ...*discoveryv1.EndpointSlice) {

@@ -68,17 +68,12 @@ func importState(t *testing.T, c *harness.Cluster, ns, name string) string {
 
 func waitImport(t *testing.T, c *harness.Cluster, ns, name, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var got string
-	for {
-		if got = importState(t, c, ns, name); got == want {
-			return
+	harness.Eventually(t, fmt.Sprintf("%s: import of %s/%s", c.Name, ns, name), 30*time.Second, func() string {
+		if got := importState(t, c, ns, name); got != want {
+			return " got: " + got + "\nwant: " + want
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: import of %s/%s:\n got: %s\nwant: %s", c.Name, ns, name, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestImportPath: two clusters, two controllers, one registry.
@@ -202,17 +197,12 @@ func findImportCondition(si *mcsv1beta1.ServiceImport) string {
 
 func waitMetric(t *testing.T, addr, line string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, body := get(t, "http://"+addr+"/metrics")
-		if strings.Contains(body, line) {
-			return
+	harness.Eventually(t, "metric "+line, 30*time.Second, func() string {
+		if _, body := get(t, "http://"+addr+"/metrics"); !strings.Contains(body, line) {
+			return grepLines(body, "mcs_controller_")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metric %q not seen:\n%s", line, grepLines(body, "mcs_controller_"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // resourceVersions lists the resourceVersion of every ServiceImport, Service and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -76,11 +77,10 @@ func TestTLS(t *testing.T) {
 
 func waitOutput(t *testing.T, p *harness.Process, text string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.Output(), text) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q:\n%s", p.Name, text, p.Output())
+	harness.Eventually(t, fmt.Sprintf("%s logs %q", p.Name, text), 30*time.Second, func() string {
+		if out := p.Output(); !strings.Contains(out, text) {
+			return out
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }

@@ -1,0 +1,79 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RestartAPIServer kills the cluster's kube-apiserver and starts it again with the same
+// flags, certificates and etcd: clients see the API server go away and come back, as in a
+// control-plane upgrade. It returns when the API server answers again.
+func (c *Cluster) RestartAPIServer(tb testing.TB) {
+	tb.Helper()
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		tb.Fatalf("harness: %v", err)
+	}
+	port := "--secure-port=" + u.Port()
+	pid, argv := findProcess(tb, "kube-apiserver", port)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		tb.Fatalf("harness: kill kube-apiserver: %v", err)
+	}
+	for i := 0; i < 100; i++ {
+		if err := syscall.Kill(pid, 0); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The new process is stopped by the test's cleanup; envtest's own Stop then finds its
+	// process gone.
+	StartProcess(tb, "kube-apiserver/"+c.Name, argv[0], argv[1:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		var nsl corev1.NamespaceList
+		if err := c.Client.List(ctx, &nsl); err == nil {
+			return
+		} else if ctx.Err() != nil {
+			tb.Fatalf("harness: kube-apiserver of %s did not come back: %v", c.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// findProcess returns the pid and argv of the process named name whose arguments include arg.
+func findProcess(tb testing.TB, name, arg string) (int, []string) {
+	tb.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		argv := strings.Split(string(bytes.TrimRight(raw, "\x00")), "\x00")
+		if filepath.Base(argv[0]) != name {
+			continue
+		}
+		for _, a := range argv[1:] {
+			if a == arg {
+				return pid, argv
+			}
+		}
+	}
+	tb.Fatalf("harness: no %s process with %s", name, arg)
+	return 0, nil
+}
