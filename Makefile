@@ -19,7 +19,7 @@ BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false
 
-.PHONY: demo e2e tools-helm all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e tools-helm release docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -63,13 +63,28 @@ lint: tools-npm
 
 ## Build -------------------------------------------------------------------------------
 
-LDFLAGS := -s -w
 build:
-	@mkdir -p $(BIN)
-	cd registry && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/registry/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-registry ./cmd/mcs-registry
-	cd controller && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/controller/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-controller ./cmd/mcs-controller
-	cd admin && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/admin/internal/version.Version=$(VERSION)" -o $(BIN)/mcs-admin ./cmd/mcs-admin
-	cd gds-client && go build -trimpath -ldflags "$(LDFLAGS) -X github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version.Version=$(VERSION)" -o $(BIN)/global-discovery-service ./cmd/global-discovery-service
+	VERSION=$(VERSION) bash hack/build-binaries.sh $(BIN)
+
+# Release binaries for linux and darwin on amd64 and arm64, with checksums, in dist/.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+release:
+	@rm -rf dist && mkdir -p dist
+	@for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo ">> $$os/$$arch"; \
+	  GOOS=$$os GOARCH=$$arch VERSION=$(VERSION) bash hack/build-binaries.sh dist/$$os-$$arch; \
+	  tar -C dist/$$os-$$arch -czf dist/global-discovery-mcs-$(VERSION)-$$os-$$arch.tar.gz .; \
+	done
+	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+# The image: every binary and the CRDs (no Docker engine is needed for anything else).
+IMG ?= global-discovery-mcs:$(VERSION)
+docker-build:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+docker-push:
+	docker push $(IMG)
 
 ## Test --------------------------------------------------------------------------------
 
