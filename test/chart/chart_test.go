@@ -241,3 +241,11 @@ func TestCRDs(t *testing.T) {
 		t.Fatalf("crds.install=false still renders CRDs: %v", err)
 	}
 }
+
+// TestHelmUnittest runs the chart's helm-unittest suites (charts/global-discovery-mcs/tests).
+func TestHelmUnittest(t *testing.T) {
+	out, err := exec.Command(harness.Binary(t, "helm-unittest"), chartDir(t)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Charts:      1 passed, 1 total") {
+		t.Fatalf("helm-unittest: %v\n%s", err, out)
+	}
+}
