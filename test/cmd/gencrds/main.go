@@ -23,7 +23,7 @@ func main() {
 	files := map[string][]byte{
 		"multicluster.x-k8s.io_serviceexports.yaml": mcscrd.ServiceExportCRD,
 		"multicluster.x-k8s.io_serviceimports.yaml": mcscrd.ServiceImportCRD,
-		"about.k8s.io_clusterproperties.yaml":        harness.ClusterPropertyCRD(),
+		"about.k8s.io_clusterproperties.yaml":       harness.ClusterPropertyCRD(),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
