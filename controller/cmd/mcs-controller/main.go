@@ -48,6 +48,8 @@ func (s *stringList) Set(v string) error {
 type options struct {
 	registryURLs        stringList
 	registryCAFile      string
+	registryCertFile    string
+	registryKeyFile     string
 	allowInsecureHTTP   bool
 	clustersetID        string
 	clusterID           string
@@ -82,6 +84,8 @@ func run() int {
 	fs := flag.CommandLine // controller-runtime adds --kubeconfig to it
 	fs.Var(&o.registryURLs, "registry-url", "gRPC URL of the registry, https:// or http://; repeat (or separate with commas) for failover, in order.")
 	fs.StringVar(&o.registryCAFile, "registry-tls-ca-file", "", "PEM bundle of the CAs that sign the registry certificates; empty: the system roots.")
+	fs.StringVar(&o.registryCertFile, "registry-tls-cert-file", "", "PEM client certificate presented to the registry (when it requires one); reloaded when the file changes.")
+	fs.StringVar(&o.registryKeyFile, "registry-tls-key-file", "", "PEM private key of --registry-tls-cert-file.")
 	fs.BoolVar(&o.allowInsecureHTTP, "registry-allow-insecure-http", false, "Permit http:// registry URLs (plaintext).")
 	fs.StringVar(&o.clustersetID, "clusterset-id", "", "The clusterset; empty: the ClusterProperty clusterset.k8s.io.")
 	fs.StringVar(&o.clusterID, "cluster-id", "", "This cluster's id; empty: the ClusterProperty cluster.clusterset.k8s.io.")
@@ -147,7 +151,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := registryclient.TLSConfig(o.registryCAFile)
+	tlsCfg, err := registryclient.TLSConfig(o.registryCAFile, o.registryCertFile, o.registryKeyFile)
 	if err != nil {
 		return err
 	}

@@ -81,10 +81,22 @@ func ParseURLs(raw []string, allowInsecure bool) ([]Target, error) {
 	return out, nil
 }
 
-// TLSConfig returns the client TLS configuration: the CAs of caFile, else the system roots.
-// The server name is set per connection from the URL's host.
-func TLSConfig(caFile string) (*tls.Config, error) {
+// TLSConfig returns the client TLS configuration: the CAs of caFile, else the system roots,
+// and, when certFile is set, the client certificate of certFile and keyFile, read again
+// whenever the files change (cert-manager rotates them) for every new connection. The
+// server name is set per connection from the URL's host.
+func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--registry-tls-cert-file and --registry-tls-key-file: set both or neither")
+	}
+	if certFile != "" {
+		kp := &keyPair{certFile: certFile, keyFile: keyFile}
+		if _, err := kp.get(); err != nil {
+			return nil, err
+		}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
+	}
 	if caFile == "" {
 		return cfg, nil
 	}
@@ -308,4 +320,40 @@ func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
 			delay = max
 		}
 	}
+}
+
+// keyPair is a client certificate read from files, reloaded when either file changes.
+type keyPair struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	cert              *tls.Certificate
+	stamp             string
+}
+
+func (k *keyPair) get() (*tls.Certificate, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	stamp := ""
+	for _, f := range []string{k.certFile, k.keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			if k.cert != nil {
+				return k.cert, nil // mid-rotation: keep the last good pair
+			}
+			return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
+		}
+		stamp += st.ModTime().String() + fmt.Sprint(st.Size())
+	}
+	if k.cert != nil && stamp == k.stamp {
+		return k.cert, nil
+	}
+	c, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
+	if err != nil {
+		if k.cert != nil {
+			return k.cert, nil
+		}
+		return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
+	}
+	k.cert, k.stamp = &c, stamp
+	return k.cert, nil
 }

@@ -47,10 +47,10 @@ func TestParseURLs(t *testing.T) {
 }
 
 func TestTLSConfig(t *testing.T) {
-	if _, err := TLSConfig("/nonexistent/ca.crt"); err == nil || !strings.Contains(err.Error(), "--registry-tls-ca-file") {
+	if _, err := TLSConfig("/nonexistent/ca.crt", "", ""); err == nil || !strings.Contains(err.Error(), "--registry-tls-ca-file") {
 		t.Fatalf("missing CA file error = %v", err)
 	}
-	cfg, err := TLSConfig("")
+	cfg, err := TLSConfig("", "", "")
 	if err != nil || cfg.RootCAs != nil {
 		t.Fatalf("no CA file: %v, roots %v; want the system roots", err, cfg.RootCAs)
 	}

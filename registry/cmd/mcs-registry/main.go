@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,9 @@ func run() int {
 	fs.StringVar(&cfg.EndpointURL, "endpoint-url", "", "DynamoDB endpoint URL, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate; with --tls-key-file, serves TLS on the gRPC and REST listeners.")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file.")
+	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "PEM bundle of the CAs that sign client certificates; when set, the gRPC and REST listeners require one, and each cluster may write only its own records (docs/security.md).")
+	fs.StringVar(&cfg.TrustDomain, "trust-domain", "", "SPIFFE trust domain of the client identities, spiffe://<trust-domain>/clusterset/<clusterset>/cluster/<cluster-id>; required with --client-ca-file.")
+	admins := fs.String("admin-identities", "", "Comma-separated URI SANs with admin rights besides spiffe://<trust-domain>/admin.")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 16<<20, "Largest request accepted, in bytes (1 MiB to 256 MiB).")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "How long a graceful shutdown waits for in-flight requests.")
 	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
@@ -39,6 +43,11 @@ func run() int {
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	for _, a := range strings.Split(*admins, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.AdminIdentities = append(cfg.AdminIdentities, a)
+		}
 	}
 	if *showVersion {
 		fmt.Println("mcs-registry", version.Version)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,11 +32,13 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
@@ -56,6 +60,10 @@ type Config struct {
 	DynamoDBTable string
 	Region        string
 	EndpointURL   string
+	// Client authentication (docs/security.md).
+	ClientCAFile    string
+	TrustDomain     string
+	AdminIdentities []string
 }
 
 // Validate checks the configuration before anything starts.
@@ -73,6 +81,12 @@ func (c Config) Validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
 	}
+	if c.ClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("--client-ca-file: needs --tls-cert-file and --tls-key-file (client certificates are checked in the TLS handshake)"))
+	}
+	if c.ClientCAFile != "" && c.TrustDomain == "" {
+		errs = append(errs, errors.New("--trust-domain: required with --client-ca-file"))
+	}
 	if c.MaxRequestBytes < 1<<20 || c.MaxRequestBytes > 256<<20 {
 		errs = append(errs, fmt.Errorf("--max-request-bytes: %d is out of range, must be between 1 MiB and 256 MiB", c.MaxRequestBytes))
 	}
@@ -85,13 +99,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var tlsCert *tls.Certificate
+	var serverTLS *tls.Config
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
 			return fmt.Errorf("--tls-cert-file/--tls-key-file: load key pair: %w", err)
 		}
-		tlsCert = &cert
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if cfg.ClientCAFile != "" {
+			pem, err := os.ReadFile(cfg.ClientCAFile)
+			if err != nil {
+				return fmt.Errorf("--client-ca-file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--client-ca-file %s: no PEM certificate in it", cfg.ClientCAFile)
+			}
+			serverTLS.ClientCAs = pool
+			serverTLS.ClientAuth = tls.RequireAndVerifyClientCert
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -114,17 +140,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	var shuttingDown atomic.Bool
 	svc := server.New(server.Options{Store: st, Cache: cache, Logger: log, Draining: draining})
 
+	unary := []grpc.UnaryServerInterceptor{m.unary}
+	stream := []grpc.StreamServerInterceptor{m.stream}
+	var az *authz.Authorizer
+	if cfg.ClientCAFile != "" {
+		az = &authz.Authorizer{TrustDomain: cfg.TrustDomain, Admins: cfg.AdminIdentities, Log: log, Denied: m.denied}
+		unary, stream = append(unary, az.Unary), append(stream, az.Stream)
+	}
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
-		grpc.ChainUnaryInterceptor(m.unary),
-		grpc.ChainStreamInterceptor(m.stream),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		// Controllers keep watches open for hours; allow their keepalive pings.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	}
 	internalGRPC := grpc.NewServer(grpcOpts...)
-	if tlsCert != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*tlsCert}, MinVersion: tls.VersionTLS12})))
+	if serverTLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
 	grpcServer := grpc.NewServer(grpcOpts...)
 	healthServer := health.NewServer()
@@ -161,19 +194,41 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		return fmt.Errorf("connect the REST gateway: %w", err)
 	}
 	defer conn.Close()
-	gw := runtime.NewServeMux(
+	gwOpts := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &compactJSON{JSONPb: runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}}),
-	)
+		// A REST client must never set its own identity.
+		runtime.WithIncomingHeaderMatcher(func(k string) (string, bool) {
+			if strings.EqualFold(k, "Grpc-Metadata-"+authz.IdentityHeader) || strings.EqualFold(k, authz.IdentityHeader) {
+				return "", false
+			}
+			return runtime.DefaultHeaderMatcher(k)
+		}),
+	}
+	if az != nil {
+		// The REST listener verified the client certificate; its identity goes to the
+		// in-process gRPC server, which authorizes the call like a gRPC one.
+		gwOpts = append(gwOpts, runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
+			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+				return nil
+			}
+			id, err := az.CertIdentity(r.TLS.VerifiedChains[0][0])
+			if err != nil {
+				return nil
+			}
+			return metadata.Pairs(authz.IdentityHeader, id.URI)
+		}))
+	}
+	gw := runtime.NewServeMux(gwOpts...)
 	if err := registryv1.RegisterRegistryServiceHandler(ctx, gw, conn); err != nil {
 		return fmt.Errorf("register the REST gateway: %w", err)
 	}
 	restHandler := http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes))
 	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: 10 * time.Second}
-	if tlsCert != nil {
-		restServer.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*tlsCert}, MinVersion: tls.VersionTLS12}
+	if serverTLS != nil {
+		restServer.TLSConfig = serverTLS
 	} else {
 		restServer.Protocols = new(http.Protocols)
 		restServer.Protocols.SetHTTP1(true)
@@ -202,7 +257,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	go func() { errc <- serveErr("grpc", grpcServer.Serve(grpcLis)) }()
 	go func() { errc <- serveErr("internal grpc", internalGRPC.Serve(inproc)) }()
 	go func() {
-		if tlsCert != nil {
+		if serverTLS != nil {
 			errc <- serveErr("rest", restServer.ServeTLS(restLis, "", ""))
 		} else {
 			errc <- serveErr("rest", restServer.Serve(restLis))
@@ -210,7 +265,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	}()
 	go func() { errc <- serveErr("admin", adminServer.Serve(adminLis)) }()
 	log.Info("mcs-registry serving", "grpc", grpcLis.Addr().String(), "rest", restLis.Addr().String(), "admin", adminLis.Addr().String(),
-		"store", cfg.Store, "tls", tlsCert != nil)
+		"store", cfg.Store, "tls", serverTLS != nil, "client_auth", az != nil)
 	if ready != nil {
 		ready(grpcLis.Addr(), restLis.Addr(), adminLis.Addr())
 	}

@@ -20,6 +20,7 @@ type metrics struct {
 	watchMessages *prometheus.CounterVec
 	recomputes    *prometheus.CounterVec
 	capacityUnits *prometheus.CounterVec
+	denials       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,9 +51,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "DynamoDB capacity units consumed by the dynamodb store, by operation.",
 		}, []string{"operation"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits)
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcs_registry_permission_denied_total",
+		Help: "Calls refused because the client's identity may not make them (--client-ca-file), by method.",
+	}, []string{"method"})
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials)
 	return m
 }
+
+func (m *metrics) denied(method string) { m.denials.WithLabelValues(method).Inc() }
 
 func (m *metrics) capacity(operation string, units float64) {
 	m.capacityUnits.WithLabelValues(operation).Add(units)
