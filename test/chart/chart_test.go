@@ -110,6 +110,10 @@ var installs = []struct {
 	{"registry and controller in one release, TLS", "global-discovery-mcs",
 		[]string{"registry.enabled=true", "controller.enabled=true", "registry.tls.secretName=mcs-registry-tls", "controller.registryTlsCa.configMapName=mcs-registry-ca", "controller.clustersetId=prod", "controller.clusterId=use1-a", img},
 		[]string{"--tls-cert-file=/etc/mcs-registry/tls/tls.crt"}, []string{"--registry-url=https://mcs-registry.mcs-system.svc:9090", "--registry-tls-ca-file=/etc/mcs-controller/registry-ca/ca.crt"}},
+	{"registry and controller in one release, mutual TLS", "global-discovery-mcs",
+		[]string{"registry.enabled=true", "controller.enabled=true", "registry.tls.secretName=mcs-registry-tls", "registry.tls.clientCaConfigMapName=mcs-client-ca", "registry.tls.trustDomain=example.org", "registry.tls.adminIdentities={spiffe://example.org/ops}", "controller.registryTlsCa.configMapName=mcs-registry-ca", "controller.registryTlsClientCert.secretName=mcs-controller-client", "controller.clustersetId=prod", "controller.clusterId=use1-a", img},
+		[]string{"--client-ca-file=/etc/mcs-registry/client-ca/ca.crt", "--trust-domain=example.org", "--admin-identities=spiffe://example.org/ops"},
+		[]string{"--registry-tls-cert-file=/etc/mcs-controller/client-cert/tls.crt", "--registry-tls-key-file=/etc/mcs-controller/client-cert/tls.key"}},
 }
 
 // TestManualInstalls renders every install of the manual, checks the flags, lints it, and
@@ -193,6 +197,8 @@ func TestRefusals(t *testing.T) {
 		{[]string{"registry.replica=2"}, "additional properties 'replica' not allowed"},
 		{[]string{"controller.registryUrls={mcs-registry:9090}", "registry.enabled=false"}, "'mcs-registry:9090' does not match pattern '^https?://'"},
 		{[]string{"controller.registryTlsCa.configMapName=a", "controller.registryTlsCa.secretName=b", "registry.enabled=false", "controller.registryUrls={https://r:9090}"}, "set configMapName or secretName, not both"},
+		{[]string{"registry.tls.clientCaConfigMapName=c", "registry.tls.trustDomain=example.org", "controller.enabled=false"}, "registry.tls.clientCaConfigMapName: needs registry.tls.secretName"},
+		{[]string{"registry.tls.secretName=t", "registry.tls.clientCaConfigMapName=c", "controller.enabled=false"}, "registry.tls.trustDomain: required"},
 	}
 	for _, tc := range tests {
 		out, err := helmTemplate(t, "x", tc.sets...)
