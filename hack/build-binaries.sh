@@ -9,6 +9,7 @@ out=${1:-$root/bin}
 version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}
 export CGO_ENABLED=0
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # the builds run in each module's folder
 build() { # module, binary
   (cd "$root/$1" && go build -trimpath \
     -ldflags "-s -w -X github.com/ai-dynamo/global-discovery-mcs/$1/internal/version.Version=$version" \
