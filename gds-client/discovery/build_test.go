@@ -88,6 +88,13 @@ func TestBuild(t *testing.T) {
 		{"router in another namespace is not the router", mcsCfg, []*discoveryv1.EndpointSlice{
 			st.MCS("use1-a", "other", "global-router", "derived-xyz", "", routerPorts, st.Endpoint{IP: "10.1.1.1"}),
 		}, "", 0},
+		{"a slice moved to another source cluster counts for that cluster", mcsCfg, []*discoveryv1.EndpointSlice{
+			func() *discoveryv1.EndpointSlice {
+				s := relay("use1-a", "my-dgd", st.Endpoint{IP: "10.1.0.1"})
+				s.Labels[discovery.LabelSourceCluster] = "euw1-a"
+				return s
+			}(),
+		}, "pool euw1-a/dynamo/my-dgd [10.1.0.1:true]", 0},
 		{"slices of other modes are ignored", mcsCfg, []*discoveryv1.EndpointSlice{
 			st.Karmada("use1-a", "dynamo", "my-dgd-pool-relay", "abc", relayPorts, st.Endpoint{IP: "10.1.0.1"}),
 		}, "", 0},

@@ -136,6 +136,18 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 		t.Fatalf("metrics: %s", grepLines(body, "gds_"))
 	}
 
+	// A slice that moves to another source cluster moves its router with it.
+	var rs discoveryv1.EndpointSlice
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: "global-discovery", Name: "derived-r0r0r0r0r0-use1-a"}, &rs); err != nil {
+		t.Fatal(err)
+	}
+	rs.Labels["multicluster.kubernetes.io/source-cluster"] = "euw1-a"
+	if err := cl.Client.Update(ctx, &rs); err != nil {
+		t.Fatal(err)
+	}
+	waitBody(t, base+"/routers", `{"api_version":"gds.dynamo.nvidia.com/v1","routers":[`+
+		`{"id":"euw1-a/global-router-7f9c-abcde","cluster_id":"euw1-a","replica":"global-router-7f9c-abcde","address":"10.1.1.5","url":"http://10.1.1.5:8000"}]}`+"\n")
+
 	// A router port name that does not exist: no routers, and a log line naming it.
 	port2 := harness.FreePort(t)
 	wrong := harness.StartProcess(t, "global-discovery-service-wrong-port", harness.Binary(t, "global-discovery-service"),
