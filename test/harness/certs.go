@@ -52,43 +52,17 @@ func NewCA(tb testing.TB, name string) *CA {
 // certificate and key files, for --tls-cert-file and --tls-key-file.
 func (ca *CA) IssueServer(tb testing.TB, name string, dnsNames []string, ips []net.IP) (certFile, keyFile string) {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: dnsNames, IPAddresses: ips,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(ca.dir, name+".crt"), filepath.Join(ca.dir, name+".key")
-	writePEM(tb, certFile, "CERTIFICATE", der)
-	writePEM(tb, keyFile, "EC PRIVATE KEY", keyDER)
-	return certFile, keyFile
+	return ca.issue(tb, name, &x509.Certificate{
+		NotAfter: time.Now().Add(24 * time.Hour), DNSNames: dnsNames, IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 }
 
 // IssueClient issues a client certificate with the URI SANs, valid until notAfter, and
 // returns the certificate and key files.
 func (ca *CA) IssueClient(tb testing.TB, name string, uris []string, notAfter time.Time) (certFile, keyFile string) {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	tmpl := &x509.Certificate{NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	for _, u := range uris {
 		parsed, err := url.Parse(u)
 		if err != nil {
@@ -96,6 +70,20 @@ func (ca *CA) IssueClient(tb testing.TB, name string, uris []string, notAfter ti
 		}
 		tmpl.URIs = append(tmpl.URIs, parsed)
 	}
+	return ca.issue(tb, name, tmpl)
+}
+
+// issue signs a leaf certificate from tmpl (names, usages, expiry) with a new key.
+func (ca *CA) issue(tb testing.TB, name string, tmpl *x509.Certificate) (certFile, keyFile string) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.Subject = pkix.Name{CommonName: name}
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		tb.Fatal(err)

@@ -209,35 +209,26 @@ func transient(err error) bool {
 }
 
 // Call runs fn against the current URL, and on a transient error against each next URL in
-// failover order, moving the current URL to the first that answers.
+// failover order, moving the current URL to the first that answers. Each attempt has the
+// pool's call timeout.
 func (p *Pool) Call(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) error {
-	p.mu.Lock()
-	start := p.current
-	p.mu.Unlock()
-	var errs []error
-	for i := range p.conns {
-		idx := (start + i) % len(p.conns)
-		c := p.conns[idx]
+	_, err := p.try(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		actx, cancel := context.WithTimeout(ctx, p.callTimeout)
-		err := fn(actx, c.client)
-		cancel()
-		if f := p.metrics.ConnectionState; f != nil {
-			f(c.target.URL, err == nil || !transient(err))
-		}
-		if err == nil || !transient(err) || ctx.Err() != nil {
-			if idx != start {
-				p.switchTo(idx)
-			}
-			return err
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", c.target.URL, err))
-	}
-	return fmt.Errorf("no registry URL answered: %w", errors.Join(errs...))
+		defer cancel()
+		return fn(actx, c)
+	})
+	return err
 }
 
-// Stream opens a server stream on the current URL (failing over like Call) and returns it
-// with the URL it is on. The stream lives until ctx ends.
+// Stream opens a server stream on the current URL (failing over like Call) and returns the
+// URL it is on. The stream lives until ctx ends.
 func (p *Pool) Stream(ctx context.Context, open func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
+	return p.try(ctx, open)
+}
+
+// try runs fn on the URLs in failover order, from the current one, until one answers
+// without a transient error, and makes that one current.
+func (p *Pool) try(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
 	p.mu.Lock()
 	start := p.current
 	p.mu.Unlock()
@@ -245,7 +236,7 @@ func (p *Pool) Stream(ctx context.Context, open func(context.Context, registryv1
 	for i := range p.conns {
 		idx := (start + i) % len(p.conns)
 		c := p.conns[idx]
-		err := open(ctx, c.client)
+		err := fn(ctx, c.client)
 		if f := p.metrics.ConnectionState; f != nil {
 			f(c.target.URL, err == nil || !transient(err))
 		}
