@@ -507,6 +507,11 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	for _, name := range []string{"one", "two", "three"} {
 		mustCreate(t, cl, service("dynamo", name, 80), serviceExport("dynamo", name), slice("dynamo", name, name+"-x", "10.1.0.1"))
 	}
+	// Invalid exports, which are reconciled too, must not cost a registry write either.
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "external"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
+	mustCreate(t, cl, ext, serviceExport("dynamo", "external"), serviceExport("dynamo", "no-service"))
+	waitExport(t, cl, "dynamo", "external", "Valid=False InvalidServiceType\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+	waitExport(t, cl, "dynamo", "no-service", "Valid=False NoService\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
 	versions := map[string]string{}
 	for _, name := range []string{"one", "two", "three"} {
 		versions[name] = waitExport(t, cl, "dynamo", name, readyConditions, 30*time.Second).ResourceVersion

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -246,9 +247,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var result reconcile.Result
 	var retErr error
 	if content == nil {
-		// Not valid: nothing is exported.
-		if err := r.deleteExport(ctx, req.NamespacedName); err != nil {
-			retErr = err
+		// Not valid: nothing is exported. Remove what this process sent; exports the registry
+		// holds from before a restart are removed by SyncAll, so an invalid export costs no
+		// registry write on every reconcile.
+		r.mu.Lock()
+		_, wasSent := r.sent[req.NamespacedName]
+		r.mu.Unlock()
+		if wasSent {
+			if err := r.deleteExport(ctx, req.NamespacedName); err != nil {
+				retErr = err
+			}
 		}
 		conds = append(conds,
 			cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "not exported: "+valid.Message),
@@ -529,7 +537,7 @@ func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportC
 	}
 	for _, w := range want {
 		e := have[types.NamespacedName{Namespace: w.GetService().GetNamespace(), Name: w.GetService().GetName()}]
-		if e == nil || !proto.Equal(e.GetSpec(), w.GetSpec()) || !equalGroups(e.GetEndpointGroups(), w.GetEndpointGroups()) {
+		if e == nil || !proto.Equal(e.GetSpec(), w.GetSpec()) || !slices.EqualFunc(e.GetEndpointGroups(), w.GetEndpointGroups(), equalMsg[*registryv1.EndpointGroup]) {
 			return nil, false, nil
 		}
 	}
@@ -543,14 +551,4 @@ func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportC
 	return verdicts, true, nil
 }
 
-func equalGroups(a, b []*registryv1.EndpointGroup) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
+func equalMsg[M proto.Message](a, b M) bool { return proto.Equal(a, b) }

@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -535,7 +536,7 @@ func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGr
 	for i, g := range src {
 		if i == 0 && len(dst) > 0 {
 			last := dst[len(dst)-1]
-			if last.GetAddressType() == g.GetAddressType() && protoEqualPorts(last.GetPorts(), g.GetPorts()) {
+			if last.GetAddressType() == g.GetAddressType() && slices.EqualFunc(last.GetPorts(), g.GetPorts(), func(x, y *registryv1.EndpointPort) bool { return proto.Equal(x, y) }) {
 				last.Endpoints = append(last.Endpoints, g.GetEndpoints()...)
 				continue
 			}
@@ -543,18 +544,6 @@ func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGr
 		dst = append(dst, g)
 	}
 	return dst
-}
-
-func protoEqualPorts(a, b []*registryv1.EndpointPort) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // listExports reads exports with a sort-key prefix, retrying when a large export changed
