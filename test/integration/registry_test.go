@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -106,9 +107,17 @@ func TestRegistryEndToEnd(t *testing.T) {
 	if code, body := get(t, "http://"+reg.AdminAddr+"/readyz"); code != 200 || strings.TrimSpace(body) != "ok" {
 		t.Fatalf("/readyz = %d %q", code, body)
 	}
-	// A clusterset nobody registered in is a clear 404, not an empty answer.
-	if code, body := get(t, rest+"/v1/clustersets/prod/clusters"); code != http.StatusNotFound || !strings.Contains(body, `clusterset: \"prod\" has no registered clusters`) {
-		t.Fatalf("unknown clusterset = %d %s", code, body)
+	// A clusterset nobody registered in is a clear invalid argument, not an empty answer,
+	// over REST and gRPC alike, with a reason a program can test.
+	for _, path := range []string{"clusters", "exports", "imports"} {
+		if code, body := get(t, rest+"/v1/clustersets/prod/"+path); code != http.StatusBadRequest ||
+			!strings.Contains(body, `clusterset: \"prod\" is unknown: no cluster is registered in it`) ||
+			!strings.Contains(body, `"reason":"ERROR_REASON_CLUSTERSET_UNKNOWN"`) {
+			t.Fatalf("unknown clusterset %s = %d %s", path, code, body)
+		}
+	}
+	if _, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod"}); !unknownClusterset(err) {
+		t.Fatalf("ListImports of an unknown clusterset: %v, want INVALID_ARGUMENT with ERROR_REASON_CLUSTERSET_UNKNOWN", err)
 	}
 	// The watch starts before anything exists: an empty snapshot first.
 	watch, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
@@ -312,8 +321,8 @@ func TestRegistryRestartLosesMemory(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "register the cluster first") {
 		t.Fatalf("renewal after restart: %v, want FailedPrecondition", err)
 	}
-	if code, _ := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/clusters"); code != http.StatusNotFound {
-		t.Fatalf("clusters after restart: %d, want 404", code)
+	if _, err := c.ListClusters(ctx, &registryv1.ListClustersRequest{Clusterset: "prod"}); !unknownClusterset(err) {
+		t.Fatalf("clusters after restart: %v, want INVALID_ARGUMENT with ERROR_REASON_CLUSTERSET_UNKNOWN", err)
 	}
 }
 
@@ -389,4 +398,19 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// unknownClusterset reports the registry's refusal of a clusterset with no registered cluster.
+func unknownClusterset(err error) bool {
+	st, _ := status.FromError(err)
+	if st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason() == registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String() &&
+				info.GetMetadata()["clusterset"] == "prod"
+		}
+	}
+	return false
 }

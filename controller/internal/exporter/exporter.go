@@ -522,7 +522,7 @@ func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportC
 		imports, err = c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: r.Clusterset})
 		return err
 	})
-	if status.Code(err) == codes.NotFound {
+	if registryclient.ClustersetUnknown(err) {
 		return nil, false, nil
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -204,6 +205,21 @@ func transient(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal, codes.ResourceExhausted:
 		return true
+	}
+	return false
+}
+
+// ClustersetUnknown reports the registry's answer to a read of a clusterset in which no
+// cluster is registered: it holds nothing of the clusterset.
+func ClustersetUnknown(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String() {
+			return true
+		}
 	}
 	return false
 }

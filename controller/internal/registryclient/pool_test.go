@@ -1,8 +1,15 @@
 package registryclient
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
 func TestParseURLs(t *testing.T) {
@@ -53,5 +60,34 @@ func TestTLSConfig(t *testing.T) {
 	cfg, err := TLSConfig("", "", "")
 	if err != nil || cfg.RootCAs != nil {
 		t.Fatalf("no CA file: %v, roots %v; want the system roots", err, cfg.RootCAs)
+	}
+}
+
+func TestClustersetUnknown(t *testing.T) {
+	withInfo := func(code codes.Code, reason string) error {
+		st, err := status.New(code, "clusterset: \"prod\" is unknown").WithDetails(&errdetails.ErrorInfo{Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	unknown := registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"the registry's refusal", withInfo(codes.InvalidArgument, unknown), true},
+		{"a malformed name", status.Error(codes.InvalidArgument, "clusterset: must be a DNS label"), false},
+		{"another reason", withInfo(codes.InvalidArgument, "SOMETHING_ELSE"), false},
+		{"the reason on another code", withInfo(codes.NotFound, unknown), false},
+		{"unavailable", status.Error(codes.Unavailable, "connection refused"), false},
+		{"not a status", errors.New("boom"), false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		if got := ClustersetUnknown(tc.err); got != tc.want {
+			t.Errorf("%s: ClustersetUnknown(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -147,11 +148,26 @@ func (s *Server) refreshService(ctx context.Context, clusterset string, k store.
 	}
 }
 
-func notFoundIfEmpty(clusterset string, clusters []store.Cluster) error {
-	if len(clusters) == 0 {
-		return status.Errorf(codes.NotFound, "clusterset: %q has no registered clusters", clusterset)
+// ErrorDomain is the domain of the google.rpc.ErrorInfo details the registry sends.
+const ErrorDomain = "registry.globaldiscoverymcs.ai-dynamo.github.com"
+
+// unknownIfEmpty refuses a read of a clusterset in which no cluster is registered: the name
+// is an invalid argument for this registry, and the detail tells a controller apart from a
+// malformed name that the registry simply holds nothing of the clusterset.
+func unknownIfEmpty(clusterset string, clusters []store.Cluster) error {
+	if len(clusters) > 0 {
+		return nil
 	}
-	return nil
+	st := status.Newf(codes.InvalidArgument, "clusterset: %q is unknown: no cluster is registered in it", clusterset)
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason:   registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String(),
+		Domain:   ErrorDomain,
+		Metadata: map[string]string{"clusterset": clusterset},
+	})
+	if err != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
 }
 
 // ListClusters implements RegistryServiceServer.
@@ -165,7 +181,7 @@ func (s *Server) ListClusters(ctx context.Context, req *registryv1.ListClustersR
 	if err != nil {
 		return nil, storeError("list clusters", err)
 	}
-	if err := notFoundIfEmpty(req.GetClusterset(), clusters); err != nil {
+	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -348,7 +364,7 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 	if err != nil {
 		return nil, storeError("list clusters", err)
 	}
-	if err := notFoundIfEmpty(req.GetClusterset(), clusters); err != nil {
+	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
 		return nil, err
 	}
 	exports, err := s.store.ListExports(ctx, req.GetClusterset())
@@ -378,7 +394,7 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 	if err != nil {
 		return nil, storeError("list clusters", err)
 	}
-	if err := notFoundIfEmpty(req.GetClusterset(), clusters); err != nil {
+	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
 		return nil, err
 	}
 	snap, err := s.cache.List(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()})

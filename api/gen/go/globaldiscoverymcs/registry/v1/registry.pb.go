@@ -78,6 +78,58 @@ func (LeaseState) EnumDescriptor() ([]byte, []int) {
 	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{0}
 }
 
+// ErrorReason is the reason of the google.rpc.ErrorInfo detail (domain
+// "registry.globaldiscoverymcs.ai-dynamo.github.com") that the registry adds to an error
+// whose gRPC code alone does not tell a caller what to do.
+type ErrorReason int32
+
+const (
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// INVALID_ARGUMENT: the request names a clusterset in which no cluster is registered,
+	// for example because the registry's memory store restarted. A controller treats it
+	// as "the registry holds nothing of this clusterset".
+	ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN ErrorReason = 1
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0: "ERROR_REASON_UNSPECIFIED",
+		1: "ERROR_REASON_CLUSTERSET_UNKNOWN",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":        0,
+		"ERROR_REASON_CLUSTERSET_UNKNOWN": 1,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[1].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[1]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{1}
+}
+
 // ServiceType is the type of an exported Service and of its ServiceImport.
 type ServiceType int32
 
@@ -114,11 +166,11 @@ func (x ServiceType) String() string {
 }
 
 func (ServiceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[1].Descriptor()
+	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[2].Descriptor()
 }
 
 func (ServiceType) Type() protoreflect.EnumType {
-	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[1]
+	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[2]
 }
 
 func (x ServiceType) Number() protoreflect.EnumNumber {
@@ -127,7 +179,7 @@ func (x ServiceType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServiceType.Descriptor instead.
 func (ServiceType) EnumDescriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{1}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{2}
 }
 
 // ConflictReason names a field in which the exports of one Service disagree. The names
@@ -187,11 +239,11 @@ func (x ConflictReason) String() string {
 }
 
 func (ConflictReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[2].Descriptor()
+	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3].Descriptor()
 }
 
 func (ConflictReason) Type() protoreflect.EnumType {
-	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[2]
+	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3]
 }
 
 func (x ConflictReason) Number() protoreflect.EnumNumber {
@@ -200,7 +252,7 @@ func (x ConflictReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConflictReason.Descriptor instead.
 func (ConflictReason) EnumDescriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{2}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{3}
 }
 
 // Lease is a cluster's lease.
@@ -2839,7 +2891,10 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEASE_STATE_ACTIVE\x10\x01\x12\x17\n" +
-	"\x13LEASE_STATE_EXPIRED\x10\x02*g\n" +
+	"\x13LEASE_STATE_EXPIRED\x10\x02*P\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fERROR_REASON_CLUSTERSET_UNKNOWN\x10\x01*g\n" +
 	"\vServiceType\x12\x1c\n" +
 	"\x18SERVICE_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bSERVICE_TYPE_CLUSTER_SET_IP\x10\x01\x12\x19\n" +
@@ -2881,130 +2936,131 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescData
 }
 
-var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(LeaseState)(0),                 // 0: globaldiscoverymcs.registry.v1.LeaseState
-	(ServiceType)(0),                // 1: globaldiscoverymcs.registry.v1.ServiceType
-	(ConflictReason)(0),             // 2: globaldiscoverymcs.registry.v1.ConflictReason
-	(*Lease)(nil),                   // 3: globaldiscoverymcs.registry.v1.Lease
-	(*Cluster)(nil),                 // 4: globaldiscoverymcs.registry.v1.Cluster
-	(*RegisterClusterRequest)(nil),  // 5: globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil), // 6: globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	(*RenewLeaseRequest)(nil),       // 7: globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),      // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	(*ListClustersRequest)(nil),     // 9: globaldiscoverymcs.registry.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),    // 10: globaldiscoverymcs.registry.v1.ListClustersResponse
-	(*DeleteClusterRequest)(nil),    // 11: globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	(*DeleteClusterResponse)(nil),   // 12: globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	(*ServicePort)(nil),             // 13: globaldiscoverymcs.registry.v1.ServicePort
-	(*SessionAffinityConfig)(nil),   // 14: globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	(*ServiceKey)(nil),              // 15: globaldiscoverymcs.registry.v1.ServiceKey
-	(*ExportSpec)(nil),              // 16: globaldiscoverymcs.registry.v1.ExportSpec
-	(*EndpointConditions)(nil),      // 17: globaldiscoverymcs.registry.v1.EndpointConditions
-	(*Endpoint)(nil),                // 18: globaldiscoverymcs.registry.v1.Endpoint
-	(*EndpointPort)(nil),            // 19: globaldiscoverymcs.registry.v1.EndpointPort
-	(*EndpointGroup)(nil),           // 20: globaldiscoverymcs.registry.v1.EndpointGroup
-	(*ExportVerdict)(nil),           // 21: globaldiscoverymcs.registry.v1.ExportVerdict
-	(*Export)(nil),                  // 22: globaldiscoverymcs.registry.v1.Export
-	(*PutExportRequest)(nil),        // 23: globaldiscoverymcs.registry.v1.PutExportRequest
-	(*PutExportResponse)(nil),       // 24: globaldiscoverymcs.registry.v1.PutExportResponse
-	(*DeleteExportRequest)(nil),     // 25: globaldiscoverymcs.registry.v1.DeleteExportRequest
-	(*DeleteExportResponse)(nil),    // 26: globaldiscoverymcs.registry.v1.DeleteExportResponse
-	(*ExportContent)(nil),           // 27: globaldiscoverymcs.registry.v1.ExportContent
-	(*SyncExportsRequest)(nil),      // 28: globaldiscoverymcs.registry.v1.SyncExportsRequest
-	(*ExportResult)(nil),            // 29: globaldiscoverymcs.registry.v1.ExportResult
-	(*SyncExportsResponse)(nil),     // 30: globaldiscoverymcs.registry.v1.SyncExportsResponse
-	(*ListExportsRequest)(nil),      // 31: globaldiscoverymcs.registry.v1.ListExportsRequest
-	(*ListExportsResponse)(nil),     // 32: globaldiscoverymcs.registry.v1.ListExportsResponse
-	(*ImportSpec)(nil),              // 33: globaldiscoverymcs.registry.v1.ImportSpec
-	(*ImportCluster)(nil),           // 34: globaldiscoverymcs.registry.v1.ImportCluster
-	(*ServiceImport)(nil),           // 35: globaldiscoverymcs.registry.v1.ServiceImport
-	(*ListImportsRequest)(nil),      // 36: globaldiscoverymcs.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),     // 37: globaldiscoverymcs.registry.v1.ListImportsResponse
-	(*WatchImportsRequest)(nil),     // 38: globaldiscoverymcs.registry.v1.WatchImportsRequest
-	(*WatchImportsResponse)(nil),    // 39: globaldiscoverymcs.registry.v1.WatchImportsResponse
-	nil,                             // 40: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	nil,                             // 41: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	nil,                             // 42: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	nil,                             // 43: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
+	(ErrorReason)(0),                // 1: globaldiscoverymcs.registry.v1.ErrorReason
+	(ServiceType)(0),                // 2: globaldiscoverymcs.registry.v1.ServiceType
+	(ConflictReason)(0),             // 3: globaldiscoverymcs.registry.v1.ConflictReason
+	(*Lease)(nil),                   // 4: globaldiscoverymcs.registry.v1.Lease
+	(*Cluster)(nil),                 // 5: globaldiscoverymcs.registry.v1.Cluster
+	(*RegisterClusterRequest)(nil),  // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	(*RegisterClusterResponse)(nil), // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	(*RenewLeaseRequest)(nil),       // 8: globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	(*ListClustersRequest)(nil),     // 10: globaldiscoverymcs.registry.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),    // 11: globaldiscoverymcs.registry.v1.ListClustersResponse
+	(*DeleteClusterRequest)(nil),    // 12: globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),   // 13: globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	(*ServicePort)(nil),             // 14: globaldiscoverymcs.registry.v1.ServicePort
+	(*SessionAffinityConfig)(nil),   // 15: globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	(*ServiceKey)(nil),              // 16: globaldiscoverymcs.registry.v1.ServiceKey
+	(*ExportSpec)(nil),              // 17: globaldiscoverymcs.registry.v1.ExportSpec
+	(*EndpointConditions)(nil),      // 18: globaldiscoverymcs.registry.v1.EndpointConditions
+	(*Endpoint)(nil),                // 19: globaldiscoverymcs.registry.v1.Endpoint
+	(*EndpointPort)(nil),            // 20: globaldiscoverymcs.registry.v1.EndpointPort
+	(*EndpointGroup)(nil),           // 21: globaldiscoverymcs.registry.v1.EndpointGroup
+	(*ExportVerdict)(nil),           // 22: globaldiscoverymcs.registry.v1.ExportVerdict
+	(*Export)(nil),                  // 23: globaldiscoverymcs.registry.v1.Export
+	(*PutExportRequest)(nil),        // 24: globaldiscoverymcs.registry.v1.PutExportRequest
+	(*PutExportResponse)(nil),       // 25: globaldiscoverymcs.registry.v1.PutExportResponse
+	(*DeleteExportRequest)(nil),     // 26: globaldiscoverymcs.registry.v1.DeleteExportRequest
+	(*DeleteExportResponse)(nil),    // 27: globaldiscoverymcs.registry.v1.DeleteExportResponse
+	(*ExportContent)(nil),           // 28: globaldiscoverymcs.registry.v1.ExportContent
+	(*SyncExportsRequest)(nil),      // 29: globaldiscoverymcs.registry.v1.SyncExportsRequest
+	(*ExportResult)(nil),            // 30: globaldiscoverymcs.registry.v1.ExportResult
+	(*SyncExportsResponse)(nil),     // 31: globaldiscoverymcs.registry.v1.SyncExportsResponse
+	(*ListExportsRequest)(nil),      // 32: globaldiscoverymcs.registry.v1.ListExportsRequest
+	(*ListExportsResponse)(nil),     // 33: globaldiscoverymcs.registry.v1.ListExportsResponse
+	(*ImportSpec)(nil),              // 34: globaldiscoverymcs.registry.v1.ImportSpec
+	(*ImportCluster)(nil),           // 35: globaldiscoverymcs.registry.v1.ImportCluster
+	(*ServiceImport)(nil),           // 36: globaldiscoverymcs.registry.v1.ServiceImport
+	(*ListImportsRequest)(nil),      // 37: globaldiscoverymcs.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),     // 38: globaldiscoverymcs.registry.v1.ListImportsResponse
+	(*WatchImportsRequest)(nil),     // 39: globaldiscoverymcs.registry.v1.WatchImportsRequest
+	(*WatchImportsResponse)(nil),    // 40: globaldiscoverymcs.registry.v1.WatchImportsResponse
+	nil,                             // 41: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	nil,                             // 42: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	nil,                             // 43: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	nil,                             // 44: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 46: google.protobuf.Timestamp
 }
 var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: globaldiscoverymcs.registry.v1.Lease.state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	44, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
-	45, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	45, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
-	3,  // 4: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
-	45, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
-	44, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
-	4,  // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	4,  // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	4,  // 9: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	13, // 10: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	1,  // 11: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	14, // 12: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	40, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	41, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	17, // 15: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
-	19, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
-	18, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
-	2,  // 18: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	15, // 19: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	16, // 20: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	20, // 21: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	45, // 22: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	45, // 23: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
-	15, // 24: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	16, // 25: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	20, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	22, // 27: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
-	21, // 28: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	15, // 29: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	15, // 30: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	16, // 31: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	20, // 32: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	27, // 33: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
-	15, // 34: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	21, // 35: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	29, // 36: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
-	22, // 37: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
-	13, // 38: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	1,  // 39: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	14, // 40: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	42, // 41: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	43, // 42: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	45, // 43: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
-	2,  // 44: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	20, // 45: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	15, // 46: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	33, // 47: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	34, // 48: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	2,  // 49: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	35, // 50: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	35, // 51: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	15, // 52: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	5,  // 53: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	7,  // 54: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	9,  // 55: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	11, // 56: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	23, // 57: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	25, // 58: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	28, // 59: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	31, // 60: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	36, // 61: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	38, // 62: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	6,  // 63: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	8,  // 64: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	10, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	12, // 66: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	24, // 67: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	26, // 68: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	30, // 69: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	32, // 70: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	37, // 71: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	39, // 72: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	45, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
+	46, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	46, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 4: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
+	46, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
+	45, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
+	5,  // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	5,  // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	5,  // 9: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	14, // 10: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 11: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	15, // 12: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	41, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	42, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	18, // 15: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
+	20, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
+	19, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
+	3,  // 18: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	16, // 19: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 20: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 21: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	46, // 22: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	46, // 23: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	16, // 24: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 25: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	23, // 27: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
+	22, // 28: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	16, // 29: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	16, // 30: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 31: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 32: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	28, // 33: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
+	16, // 34: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	22, // 35: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	30, // 36: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
+	23, // 37: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
+	14, // 38: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 39: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	15, // 40: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	43, // 41: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	44, // 42: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	46, // 43: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	3,  // 44: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	21, // 45: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	16, // 46: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	34, // 47: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	35, // 48: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	3,  // 49: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	36, // 50: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	36, // 51: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	16, // 52: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	6,  // 53: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 54: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 55: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	12, // 56: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	24, // 57: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	26, // 58: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	29, // 59: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	32, // 60: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	37, // 61: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	39, // 62: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 63: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 64: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	13, // 66: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	25, // 67: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	27, // 68: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	31, // 69: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	33, // 70: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	38, // 71: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	40, // 72: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
 	63, // [63:73] is the sub-list for method output_type
 	53, // [53:63] is the sub-list for method input_type
 	53, // [53:53] is the sub-list for extension type_name
@@ -3023,7 +3079,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc), len(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -52,6 +52,8 @@ type RegistryServiceClient interface {
 	// the caller then registers again and sends all its exports with SyncExports.
 	RenewLease(ctx context.Context, in *RenewLeaseRequest, opts ...grpc.CallOption) (*RenewLeaseResponse, error)
 	// ListClusters lists the clusters of a clusterset with the state of each lease.
+	// ListClusters, ListExports and ListImports of a clusterset in which no cluster is
+	// registered fail with INVALID_ARGUMENT and ERROR_REASON_CLUSTERSET_UNKNOWN.
 	ListClusters(ctx context.Context, in *ListClustersRequest, opts ...grpc.CallOption) (*ListClustersResponse, error)
 	// DeleteCluster removes a cluster together with its exports and endpoints.
 	DeleteCluster(ctx context.Context, in *DeleteClusterRequest, opts ...grpc.CallOption) (*DeleteClusterResponse, error)
@@ -208,6 +210,8 @@ type RegistryServiceServer interface {
 	// the caller then registers again and sends all its exports with SyncExports.
 	RenewLease(context.Context, *RenewLeaseRequest) (*RenewLeaseResponse, error)
 	// ListClusters lists the clusters of a clusterset with the state of each lease.
+	// ListClusters, ListExports and ListImports of a clusterset in which no cluster is
+	// registered fail with INVALID_ARGUMENT and ERROR_REASON_CLUSTERSET_UNKNOWN.
 	ListClusters(context.Context, *ListClustersRequest) (*ListClustersResponse, error)
 	// DeleteCluster removes a cluster together with its exports and endpoints.
 	DeleteCluster(context.Context, *DeleteClusterRequest) (*DeleteClusterResponse, error)

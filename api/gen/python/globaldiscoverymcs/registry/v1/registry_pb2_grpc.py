@@ -98,6 +98,8 @@ class RegistryServiceServicer(object):
 
     def ListClusters(self, request, context):
         """ListClusters lists the clusters of a clusterset with the state of each lease.
+        ListClusters, ListExports and ListImports of a clusterset in which no cluster is
+        registered fail with INVALID_ARGUMENT and ERROR_REASON_CLUSTERSET_UNKNOWN.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
