@@ -63,6 +63,8 @@ type Cache struct {
 
 	mu   sync.Mutex
 	sets map[string]*set
+	// loads counts the clustersets loaded; it makes each loaded set's epoch unique.
+	loads uint64
 	// ctx bounds the background refreshes started by expiry timers.
 	ctx context.Context
 }
@@ -87,9 +89,6 @@ func New(opts Options) *Cache {
 		ctx: context.Background(),
 	}
 }
-
-// Epoch identifies this cache's revision sequence.
-func (c *Cache) Epoch() string { return c.epoch }
 
 // Run applies the store's change feed until ctx ends.
 func (c *Cache) Run(ctx context.Context) error {
@@ -154,6 +153,10 @@ func (c *Cache) drop(name string) {
 type set struct {
 	cache *Cache
 	name  string
+	// epoch names this set's revision sequence. A set loaded again (after a drop) starts a
+	// new sequence that knows nothing of what was deleted in between, so watches of the old
+	// one must not resume from it.
+	epoch string
 	// refresh serializes reads of the store with the updates made from them, so a later
 	// refresh never applies an older read.
 	refresh sync.Mutex
@@ -181,7 +184,8 @@ func (c *Cache) loaded(ctx context.Context, name string) (*set, error) {
 	c.mu.Lock()
 	s := c.sets[name]
 	if s == nil {
-		s = &set{cache: c, name: name, watchers: map[*Watcher]struct{}{}}
+		c.loads++
+		s = &set{cache: c, name: name, epoch: fmt.Sprintf("%s-%d", c.epoch, c.loads), watchers: map[*Watcher]struct{}{}}
 		c.sets[name] = s
 	}
 	c.mu.Unlock()
@@ -195,9 +199,11 @@ func (c *Cache) loaded(ctx context.Context, name string) (*set, error) {
 	}
 	if err := s.reload(ctx); err != nil {
 		c.mu.Lock()
+		s.mu.Lock()
 		if c.sets[name] == s && len(s.watchers) == 0 {
 			delete(c.sets, name)
 		}
+		s.mu.Unlock()
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -507,6 +513,8 @@ func (f Filter) view(imp *registryv1.ServiceImport) *registryv1.ServiceImport {
 type Snapshot struct {
 	Epoch    string
 	Revision int64
+	// Clusters is the number of registered clusters, expired or not.
+	Clusters int
 	// Imports sorted by namespace and name.
 	Imports []*registryv1.ServiceImport
 }
@@ -518,8 +526,44 @@ func (c *Cache) List(ctx context.Context, clusterset string, f Filter) (Snapshot
 		return Snapshot{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Snapshot{Epoch: c.epoch, Revision: s.revision, Imports: s.listLocked(f)}, nil
+	snap := Snapshot{Epoch: s.epoch, Revision: s.revision, Clusters: len(s.clusters), Imports: s.listLocked(f)}
+	s.mu.Unlock()
+	if snap.Clusters == 0 {
+		c.release(s)
+	}
+	return snap, nil
+}
+
+// Clusters returns the number of clusters registered in a clusterset, expired or not.
+func (c *Cache) Clusters(ctx context.Context, clusterset string) (int, error) {
+	s, err := c.loaded(ctx, clusterset)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	n := len(s.clusters)
+	s.mu.Unlock()
+	if n == 0 {
+		c.release(s)
+	}
+	return n, nil
+}
+
+// release forgets a loaded clusterset that has no cluster and no watcher, so reads of
+// names nobody uses (typos, a clusterset whose last cluster left) cost no memory. A later
+// read loads it again, under a new epoch.
+func (c *Cache) release(s *set) {
+	c.mu.Lock()
+	s.mu.Lock()
+	unused := c.sets[s.name] == s && s.clusters != nil && len(s.clusters) == 0 && len(s.watchers) == 0
+	if unused {
+		delete(c.sets, s.name)
+	}
+	s.mu.Unlock()
+	c.mu.Unlock()
+	if unused {
+		s.close()
+	}
 }
 
 // Import returns one Service's import, or nil when it has none.

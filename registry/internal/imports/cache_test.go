@@ -137,7 +137,7 @@ func TestWatchResume(t *testing.T) {
 	f.put("a", "two", 80)
 
 	// Same epoch, revision still held: only the change after it.
-	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, f.cache.Epoch(), snap.Revision)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, snap.Epoch, snap.Revision)
 	d := f.next(w)
 	if d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[two]" {
 		t.Fatalf("resumed watch got %v, want the delta [two]", d)
@@ -155,7 +155,7 @@ func TestWatchResume(t *testing.T) {
 	for i := range 4 {
 		f.put("a", fmt.Sprintf("more%d", i), 80)
 	}
-	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, f.cache.Epoch(), snap.Revision)
+	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, snap.Epoch, snap.Revision)
 	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 6 {
 		t.Fatalf("watch from a forgotten revision got %v, want a snapshot of 6", d)
 	}
@@ -251,5 +251,110 @@ func TestFilter(t *testing.T) {
 	full, _ := f.cache.List(f.ctx, "prod", Filter{IncludeEndpoints: true})
 	if len(full.Imports) != 2 || len(full.Imports[0].GetClusters()[0].GetEndpointGroups()) != 1 {
 		t.Fatalf("full list = %v", full.Imports)
+	}
+}
+
+// TestWatchAfterReload: once a clusterset was dropped and loaded again (after a failed
+// change, or because nobody used it), a watch never resumes from a revision of before: the
+// new revision sequence knows nothing of imports deleted in between, so the watcher needs
+// a snapshot.
+func TestWatchAfterReload(t *testing.T) {
+	f := newFixture(t, 0)
+	f.register("a", 30*time.Second)
+	f.put("a", "one", 80)
+	f.put("a", "two", 80)
+	before, err := f.cache.List(f.ctx, "prod", Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache.drop("prod")
+	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, store.ServiceKey{Namespace: "dynamo", Name: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	f.put("a", "three", 80)
+	f.put("a", "four", 80)
+	after, err := f.cache.List(f.ctx, "prod", Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Revision < before.Revision {
+		t.Fatalf("revision went from %d to %d; the test needs the new sequence to reach the old revision", before.Revision, after.Revision)
+	}
+	if after.Epoch == before.Epoch {
+		t.Fatalf("epoch %q kept across a reload", after.Epoch)
+	}
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, before.Epoch, before.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if d := f.next(w); !d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[four three two]" {
+		t.Fatalf("watch resumed across a reload got %v, want a snapshot of [four three two]", d)
+	}
+}
+
+func (f *fixture) loadedSets() []string {
+	f.cache.mu.Lock()
+	defer f.cache.mu.Unlock()
+	var out []string
+	for n := range f.cache.sets {
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestUnusedClustersetReleased: reads of a clusterset with no cluster leave nothing in
+// memory; a watch holds its clusterset while open, and a registration reaches it.
+func TestUnusedClustersetReleased(t *testing.T) {
+	f := newFixture(t, 0)
+	for range 3 {
+		snap, err := f.cache.List(f.ctx, "typo", Filter{})
+		if err != nil || snap.Clusters != 0 || len(snap.Imports) != 0 {
+			t.Fatalf("List(typo) = %+v, %v; want no clusters", snap, err)
+		}
+		if n, err := f.cache.Clusters(f.ctx, "typo"); err != nil || n != 0 {
+			t.Fatalf("Clusters(typo) = %d, %v", n, err)
+		}
+	}
+	if sets := f.loadedSets(); len(sets) != 0 {
+		t.Fatalf("loaded after reads of an unknown clusterset: %v", sets)
+	}
+
+	// A watch before any registration holds the clusterset and sees the first cluster's export.
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 0 {
+		t.Fatalf("first message = %v, want an empty snapshot", d)
+	}
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if sets := f.loadedSets(); fmt.Sprint(sets) != "[prod]" {
+		t.Fatalf("loaded with an open watch: %v, want [prod]", sets)
+	}
+	f.register("a", 30*time.Second)
+	f.put("a", "one", 80)
+	if d := f.next(w); d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[one]" {
+		t.Fatalf("delta = %v, want upsert [one]", d)
+	}
+	w.Close()
+	if n, err := f.cache.Clusters(f.ctx, "prod"); err != nil || n != 1 {
+		t.Fatalf("Clusters(prod) = %d, %v; want 1", n, err)
+	}
+	if sets := f.loadedSets(); fmt.Sprint(sets) != "[prod]" {
+		t.Fatalf("a clusterset with a cluster was released: %v", sets)
+	}
+
+	// A watch of an empty clusterset releases it when it closes.
+	w, err = f.cache.Watch(f.ctx, "empty", Filter{}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.next(w)
+	w.Close()
+	if sets := f.loadedSets(); fmt.Sprint(sets) != "[prod]" {
+		t.Fatalf("loaded after the last watch of an empty clusterset closed: %v, want [prod]", sets)
 	}
 }

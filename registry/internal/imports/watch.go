@@ -28,18 +28,25 @@ type Watcher struct {
 // epoch and the changes after that revision are still held; otherwise the first Next
 // returns a snapshot.
 func (c *Cache) Watch(ctx context.Context, clusterset string, f Filter, resumeEpoch string, resumeRevision int64) (*Watcher, error) {
-	s, err := c.loaded(ctx, clusterset)
-	if err != nil {
-		return nil, err
+	for {
+		s, err := c.loaded(ctx, clusterset)
+		if err != nil {
+			return nil, err
+		}
+		w := &Watcher{set: s, filter: f, wake: make(chan struct{}, 1), cursor: -1}
+		s.mu.Lock()
+		if s.closed {
+			// Released or dropped between loading and here: load it again.
+			s.mu.Unlock()
+			continue
+		}
+		if resumeEpoch == s.epoch && resumeRevision > 0 && s.resumableLocked(resumeRevision) {
+			w.cursor = resumeRevision
+		}
+		s.watchers[w] = struct{}{}
+		s.mu.Unlock()
+		return w, nil
 	}
-	w := &Watcher{set: s, filter: f, wake: make(chan struct{}, 1), cursor: -1}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if resumeEpoch == c.epoch && resumeRevision > 0 && s.resumableLocked(resumeRevision) {
-		w.cursor = resumeRevision
-	}
-	s.watchers[w] = struct{}{}
-	return w, nil
 }
 
 // resumableLocked reports whether every change after rev is still in the log.
@@ -56,8 +63,9 @@ func (s *set) resumableLocked(rev int64) bool {
 // Close stops the watch.
 func (w *Watcher) Close() {
 	w.set.mu.Lock()
-	defer w.set.mu.Unlock()
 	delete(w.set.watchers, w)
+	w.set.mu.Unlock()
+	w.set.cache.release(w.set)
 }
 
 // Next blocks until there is something to send and returns it: a snapshot first (unless
@@ -72,7 +80,7 @@ func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, e
 		}
 		if w.cursor < 0 || !s.resumableLocked(w.cursor) {
 			resp := &registryv1.WatchImportsResponse{
-				Epoch: s.cache.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter),
+				Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter),
 			}
 			w.cursor = s.revision
 			s.mu.Unlock()
@@ -106,7 +114,7 @@ func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, e
 func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
 	s := w.set
 	seen := map[store.ServiceKey]bool{}
-	resp := &registryv1.WatchImportsResponse{Epoch: s.cache.epoch, Revision: s.revision}
+	resp := &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: s.revision}
 	// The log is ordered by revision; find the first entry after the cursor.
 	lo, hi := 0, len(s.log)
 	for lo < hi {

@@ -360,16 +360,20 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 	if err := invalid(errs); err != nil {
 		return nil, err
 	}
-	clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
-	if err != nil {
-		return nil, storeError("list clusters", err)
-	}
-	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
-		return nil, err
-	}
 	exports, err := s.store.ListExports(ctx, req.GetClusterset())
 	if err != nil {
 		return nil, storeError("list exports", err)
+	}
+	if len(exports) == 0 {
+		// Only a registered cluster can export, so the cluster list is read only to tell
+		// an unknown clusterset from one that exports nothing.
+		clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
+		if err != nil {
+			return nil, storeError("list clusters", err)
+		}
+		if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
+			return nil, err
+		}
 	}
 	resp := &registryv1.ListExportsResponse{}
 	for _, e := range exports {
@@ -390,16 +394,14 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 	if err := invalid(errs); err != nil {
 		return nil, err
 	}
-	clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
-	if err != nil {
-		return nil, storeError("list clusters", err)
-	}
-	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
-		return nil, err
-	}
+	// Answered from the imports cache alone, the cluster count included, so a read of a
+	// loaded clusterset costs the store nothing.
 	snap, err := s.cache.List(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()})
 	if err != nil {
 		return nil, storeError("list imports", err)
+	}
+	if snap.Clusters == 0 {
+		return nil, unknownIfEmpty(req.GetClusterset(), nil)
 	}
 	return &registryv1.ListImportsResponse{Imports: snap.Imports, Revision: snap.Revision, Epoch: snap.Epoch}, nil
 }
