@@ -3,16 +3,17 @@ module github.com/ai-dynamo/global-discovery-mcs/admin
 go 1.26.0
 
 require (
+	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0
 	github.com/ai-dynamo/global-discovery-mcs/registry v0.0.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.19
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/spf13/cobra v1.10.2
+	google.golang.org/protobuf v1.36.12
 	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
-	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
@@ -37,7 +38,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (

@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -90,7 +92,93 @@ func TestAdmin(t *testing.T) {
 	if out, err = admin("--region="+d.Region, "--table="+table, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes"); err == nil || !strings.Contains(out, "is not registered") {
 		t.Fatalf("delete of a missing cluster: %v\n%s", err, out)
 	}
-	if out, err = admin("--store=memory", "describe", "--clusterset=prod"); err == nil || !strings.Contains(out, "use its REST port") {
+	if out, err = admin("--store=memory", "describe", "--clusterset=prod"); err == nil || !strings.Contains(out, "reach it with --registry-url") {
 		t.Fatalf("--store=memory: %v\n%s", err, out)
+	}
+}
+
+// execAdminRegistry runs the real mcs-admin against a running registry's REST port.
+func execAdminRegistry(tb testing.TB, args ...string) (string, error) {
+	tb.Helper()
+	out, err := exec.Command(harness.Binary(tb, "mcs-admin"), args...).CombinedOutput()
+	return string(out), err
+}
+
+// TestAdminThroughRegistry: with --registry-url, mcs-admin describes and deletes through a
+// running registry — the memory store included — and, against a registry that requires
+// client certificates, only an admin identity may delete a cluster.
+func TestAdminThroughRegistry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	seed := func(c registryv1.RegistryServiceClient, id string) {
+		t.Helper()
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, Region: "us-east-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: id, Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}, Spec: relaySpec(80), EndpointGroups: endpoints("10.1.0.1", "10.1.0.2")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The memory store, plaintext.
+	reg := harness.StartRegistry(t, "--store=memory")
+	c := dial(t, reg.GRPCAddr)
+	seed(c, "use1-a")
+	seed(c, "usw2-a")
+	url := "--registry-url=http://" + reg.RESTAddr
+	out, err := execAdminRegistry(t, url, "describe", "--clusterset=prod")
+	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  2/2") {
+		t.Fatalf("describe through the registry: %v\n%s", err, out)
+	}
+	var desc struct {
+		Clusters []struct{ ClusterID, LeaseState string }
+		Exports  []struct {
+			ClusterID string
+			Addresses []string
+		}
+	}
+	out, err = execAdminRegistry(t, url, "describe", "--clusterset=prod", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &desc) != nil || len(desc.Clusters) != 2 || len(desc.Exports) != 2 || fmt.Sprint(desc.Exports[1].Addresses) != "[10.1.0.1 10.1.0.2]" {
+		t.Fatalf("describe -o json through the registry: %v\n%s", err, out)
+	}
+	// A clusterset the registry does not know describes as empty, like an empty table.
+	if out, err = execAdminRegistry(t, url, "describe", "--clusterset=staging", "-o", "json"); err != nil || !strings.Contains(out, `"clusters": []`) {
+		t.Fatalf("describe of an unknown clusterset: %v\n%s", err, out)
+	}
+	if out, err = execAdminRegistry(t, url, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes"); err != nil || !strings.Contains(out, "deleted cluster use1-a of clusterset prod and its 1 exports") {
+		t.Fatalf("delete-cluster through the registry: %v\n%s", err, out)
+	}
+	if _, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/imports"); strings.Contains(body, "use1-a") || !strings.Contains(body, "usw2-a") {
+		t.Fatalf("the registry still imports the deleted cluster: %s", body)
+	}
+	if out, err = execAdminRegistry(t, url, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes"); err == nil || !strings.Contains(out, "cluster use1-a is not registered in clusterset prod (registry http://") {
+		t.Fatalf("delete of a missing cluster through the registry: %v\n%s", err, out)
+	}
+
+	// Client certificates required: a cluster identity may not delete; an admin may.
+	serverCA, clientCA := harness.NewCA(t, "server"), harness.NewCA(t, "clients")
+	certFile, keyFile := serverCA.IssueServer(t, "registry", []string{"localhost"}, nil)
+	treg := harness.StartRegistry(t, "--store=memory", "--tls-cert-file="+certFile, "--tls-key-file="+keyFile,
+		"--client-ca-file="+clientCA.CertFile, "--trust-domain=example.org")
+	_, grpcPort, _ := net.SplitHostPort(treg.GRPCAddr)
+	_, restPort, _ := net.SplitHostPort(treg.RESTAddr)
+	day := time.Now().Add(24 * time.Hour)
+	aCert, aKey := clientCA.IssueClient(t, "use1-a", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
+	adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://example.org/admin"}, day)
+	seed(dialTLS(t, "localhost:"+grpcPort, tlsClient(t, serverCA, aCert, aKey)), "use1-a")
+	turl := []string{"--registry-url=https://localhost:" + restPort, "--registry-ca-file=" + serverCA.CertFile}
+	asCluster := append(turl, "--registry-cert-file="+aCert, "--registry-key-file="+aKey)
+	asAdmin := append(turl, "--registry-cert-file="+adminCert, "--registry-key-file="+adminKey)
+	if out, err = execAdminRegistry(t, append(turl, "describe", "--clusterset=prod")...); err == nil || !strings.Contains(out, "certificate") {
+		t.Fatalf("describe without a client certificate: %v\n%s", err, out)
+	}
+	if out, err = execAdminRegistry(t, append(asCluster, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes")...); err == nil || !strings.Contains(out, "registry answered HTTP 403") || !strings.Contains(out, "needs an admin identity") {
+		t.Fatalf("delete-cluster as a cluster: %v\n%s", err, out)
+	}
+	if out, err = execAdminRegistry(t, append(asAdmin, "describe", "--clusterset=prod")...); err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") {
+		t.Fatalf("describe as admin: %v\n%s", err, out)
+	}
+	if out, err = execAdminRegistry(t, append(asAdmin, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes")...); err != nil || !strings.Contains(out, "and its 1 exports") {
+		t.Fatalf("delete-cluster as admin: %v\n%s", err, out)
 	}
 }

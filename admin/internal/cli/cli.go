@@ -1,5 +1,6 @@
 // Package cli is mcs-admin: operator commands that work on the registry's DynamoDB table
-// directly, with the registry role's (or an administrator's) AWS credentials.
+// directly, with the registry role's (or an administrator's) AWS credentials, or on a
+// running registry through its REST port (any store; with mTLS, an admin identity).
 package cli
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
 	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/version"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
@@ -34,6 +36,56 @@ type globals struct {
 	region      string
 	table       string
 	endpointURL string
+
+	registryURL      string
+	registryCAFile   string
+	registryCertFile string
+	registryKeyFile  string
+}
+
+// registryData is what describe and delete-cluster need: the DynamoDB store itself, or a
+// running registry.
+type registryData interface {
+	ListClusters(ctx context.Context, clusterset string) ([]store.Cluster, error)
+	ListExports(ctx context.Context, clusterset string) ([]store.Export, error)
+	DeleteCluster(ctx context.Context, k store.ClusterKey) (int, error)
+}
+
+// check refuses flag combinations that name two different places to work on.
+func (g *globals) check(cmd *cobra.Command) error {
+	if g.registryURL == "" {
+		for _, f := range []string{"registry-ca-file", "registry-cert-file", "registry-key-file"} {
+			if cmd.Flags().Changed(f) {
+				return fmt.Errorf("--%s: only used with --registry-url", f)
+			}
+		}
+		if g.store != "dynamodb" {
+			return fmt.Errorf("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-url", g.store)
+		}
+		return nil
+	}
+	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
+		if cmd.Flags().Changed(f) {
+			return fmt.Errorf("--%s: names a DynamoDB table, but --registry-url works through a running registry; give one or the other", f)
+		}
+	}
+	return nil
+}
+
+// data returns the store or the registry the flags name, and how to name it in messages.
+func (g *globals) data(ctx context.Context) (registryData, string, error) {
+	if g.registryURL != "" {
+		c, err := registryrest.New(registryrest.Options{URL: g.registryURL, CAFile: g.registryCAFile, CertFile: g.registryCertFile, KeyFile: g.registryKeyFile})
+		if err != nil {
+			return nil, "", err
+		}
+		return c, "registry " + g.registryURL, nil
+	}
+	c, _, err := g.client(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return dynamostore.New(dynamostore.Options{Client: c, Table: g.table}), "table " + g.table, nil
 }
 
 // New returns the root command.
@@ -45,23 +97,29 @@ func New() *cobra.Command {
 		Long: `mcs-admin works on the registry's DynamoDB table directly, with the AWS credentials of
 the default chain (environment, shared config, IRSA, EKS Pod Identity).
 
-The memory store lives inside one mcs-registry process and has nothing to administer:
-inspect it through the registry's REST port instead
-(GET /v1/clustersets/<clusterset>/clusters, /imports?includeEndpoints=true).`,
+With --registry-url it works through a running registry's REST port instead, whatever its
+store (the memory store lives inside one mcs-registry process): describe and delete-cluster.
+A registry with --client-ca-file needs --registry-cert-file/--registry-key-file of an admin
+identity (spiffe://<trust-domain>/admin) for delete-cluster and other clustersets.`,
+		Example: `  mcs-admin --region=us-east-1 describe --clusterset=prod
+  mcs-admin --registry-url=http://localhost:8080 describe --clusterset=prod
+  mcs-admin --registry-url=https://mcs-registry.example.internal:8080 --registry-ca-file=ca.crt \
+    --registry-cert-file=admin.crt --registry-key-file=admin.key delete-cluster --clusterset=prod --cluster=use1-a --yes`,
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if g.store != "dynamodb" {
-				return fmt.Errorf("--store %q: mcs-admin works on the dynamodb store only; a memory store lives inside one mcs-registry process: use its REST port", g.store)
-			}
-			return nil
+			return g.check(cmd)
 		},
 	}
-	root.PersistentFlags().StringVar(&g.store, "store", "dynamodb", "The registry store; only dynamodb can be administered.")
+	root.PersistentFlags().StringVar(&g.store, "store", "dynamodb", "The registry store whose table to work on: dynamodb (for any store, use --registry-url).")
 	root.PersistentFlags().StringVar(&g.region, "region", "", "AWS region of the table; empty: AWS_REGION.")
 	root.PersistentFlags().StringVar(&g.table, "table", DefaultTable, "DynamoDB table of the registry.")
 	root.PersistentFlags().StringVar(&g.endpointURL, "endpoint-url", "", "DynamoDB endpoint, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
+	root.PersistentFlags().StringVar(&g.registryURL, "registry-url", "", "Work through this running registry's REST port (http(s)://host:8080) instead of the table: describe and delete-cluster, any store.")
+	root.PersistentFlags().StringVar(&g.registryCAFile, "registry-ca-file", "", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
+	root.PersistentFlags().StringVar(&g.registryCertFile, "registry-cert-file", "", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
+	root.PersistentFlags().StringVar(&g.registryKeyFile, "registry-key-file", "", "With --registry-url: PEM key of --registry-cert-file.")
 	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g))
 	return root
 }
@@ -110,6 +168,9 @@ func createTableCmd(g *globals) *cobra.Command {
   # then, for several regions, add a Global Table replica per region (docs/storage.md)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.registryURL != "" {
+				return errors.New("--registry-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
+			}
 			ctx := cmd.Context()
 			c, region, err := g.client(ctx)
 			if err != nil {
@@ -181,8 +242,8 @@ type ExportDescription struct {
 	UpdateTime     time.Time `json:"updateTime"`
 }
 
-// Describe reads a clusterset from the store.
-func Describe(ctx context.Context, st store.Store, clusterset string, now time.Time) (Description, error) {
+// Describe reads a clusterset from the store or a registry.
+func Describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
 	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}}
 	clusters, err := st.ListClusters(ctx, clusterset)
 	if err != nil {
@@ -236,7 +297,8 @@ func describeCmd(g *globals) *cobra.Command {
 		Use:   "describe",
 		Short: "List a clusterset's clusters with their lease states, the exports and their endpoint sets",
 		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset=prod
-  mcs-admin --region=us-east-1 describe --clusterset=prod -o yaml`,
+  mcs-admin --region=us-east-1 describe --clusterset=prod -o yaml
+  mcs-admin --registry-url=http://localhost:8080 describe --clusterset=prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" {
@@ -246,11 +308,11 @@ func describeCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("-o %q: must be table, json or yaml", output)
 			}
 			ctx := cmd.Context()
-			c, _, err := g.client(ctx)
+			data, _, err := g.data(ctx)
 			if err != nil {
 				return err
 			}
-			d, err := Describe(ctx, dynamostore.New(dynamostore.Options{Client: c, Table: g.table}), clusterset, time.Now())
+			d, err := Describe(ctx, data, clusterset, time.Now())
 			if err != nil {
 				return err
 			}
@@ -308,10 +370,11 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 	var clusterset, cluster string
 	var yes bool
 	cmd := &cobra.Command{
-		Use:     "delete-cluster",
-		Short:   "Remove a cluster that will not return, with all its exports and endpoints",
-		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset=prod --cluster=use1-a --yes`,
-		Args:    cobra.NoArgs,
+		Use:   "delete-cluster",
+		Short: "Remove a cluster that will not return, with all its exports and endpoints",
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset=prod --cluster=use1-a --yes
+  mcs-admin --registry-url=http://localhost:8080 delete-cluster --clusterset=prod --cluster=use1-a --yes`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" || cluster == "" {
 				return errors.New("--clusterset and --cluster: both required")
@@ -320,13 +383,13 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
 			}
 			ctx := cmd.Context()
-			c, _, err := g.client(ctx)
+			data, where, err := g.data(ctx)
 			if err != nil {
 				return err
 			}
-			n, err := dynamostore.New(dynamostore.Options{Client: c, Table: g.table}).DeleteCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: cluster})
+			n, err := data.DeleteCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: cluster})
 			if errors.Is(err, store.ErrClusterNotFound) {
-				return fmt.Errorf("cluster %s is not registered in clusterset %s (table %s)", cluster, clusterset, g.table)
+				return fmt.Errorf("cluster %s is not registered in clusterset %s (%s)", cluster, clusterset, where)
 			}
 			if err != nil {
 				return err

@@ -1,0 +1,70 @@
+package registryrest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNewOptions(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string // empty: no error
+	}{
+		{"plain http", Options{URL: "http://localhost:8080"}, ""},
+		{"https with system roots", Options{URL: "https://mcs-registry.example.internal:8080/"}, ""},
+		{"no scheme", Options{URL: "localhost:8080"}, "--registry-url \"localhost:8080\": must be like https://"},
+		{"grpc scheme", Options{URL: "grpc://localhost:9090"}, "must be like https://"},
+		{"a path", Options{URL: "https://r:8080/v1"}, "must have no path or query"},
+		{"cert without key", Options{URL: "https://r:8080", CertFile: "a.crt"}, "--registry-cert-file and --registry-key-file: give both or neither"},
+		{"TLS files with http", Options{URL: "http://r:8080", CAFile: notPEM}, "TLS files are given but the URL is http://"},
+		{"missing CA file", Options{URL: "https://r:8080", CAFile: filepath.Join(dir, "none")}, "--registry-ca-file: open"},
+		{"CA file without PEM", Options{URL: "https://r:8080", CAFile: notPEM}, "no PEM certificate in it"},
+		{"missing key pair", Options{URL: "https://r:8080", CertFile: filepath.Join(dir, "a.crt"), KeyFile: filepath.Join(dir, "a.key")}, "--registry-cert-file/--registry-key-file: open"},
+	}
+	for _, tc := range tests {
+		_, err := New(tc.opts)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+func TestStatusError(t *testing.T) {
+	tests := []struct {
+		name        string
+		status      int
+		body        string
+		wantMessage string
+		wantCode    int
+		wantUnknown bool
+	}{
+		{"unknown clusterset", 400, `{"code":3,"message":"clusterset: \"prod\" is unknown: no cluster is registered in it","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"ERROR_REASON_CLUSTERSET_UNKNOWN","domain":"d","metadata":{"clusterset":"prod"}}]}`,
+			`clusterset: "prod" is unknown: no cluster is registered in it`, 3, true},
+		{"invalid name", 400, `{"code":3,"message":"clusterset: \"Prod\" must be a DNS label","details":[]}`, `clusterset: "Prod" must be a DNS label`, 3, false},
+		{"permission denied", 403, `{"code":7,"message":"DeleteCluster of prod/use1-a needs an admin identity","details":[]}`, "DeleteCluster of prod/use1-a needs an admin identity", 7, false},
+		{"not JSON", 502, "<html>Bad Gateway</html>", "<html>Bad Gateway</html>", 0, false},
+		{"long body", 502, strings.Repeat("x", 300), strings.Repeat("x", 200) + "...", 0, false},
+	}
+	for _, tc := range tests {
+		err := statusError(tc.status, []byte(tc.body))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s: %T is not *Error", tc.name, err)
+		}
+		if e.Message != tc.wantMessage || e.Code != tc.wantCode || e.HTTPStatus != tc.status || unknownClusterset(err) != tc.wantUnknown {
+			t.Errorf("%s: got %+v (unknown clusterset %v), want message %q code %d unknown %v", tc.name, e, unknownClusterset(err), tc.wantMessage, tc.wantCode, tc.wantUnknown)
+		}
+	}
+}
