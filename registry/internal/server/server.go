@@ -64,6 +64,19 @@ func invalid(errs validate.Errors) error {
 	return nil
 }
 
+// invalidRead checks the clusterset of a read and its optional cluster and namespace filters.
+func invalidRead(clusterset, clusterID, namespace string) error {
+	var errs validate.Errors
+	validate.DNSLabel(&errs, "clusterset", clusterset)
+	if clusterID != "" {
+		validate.DNSLabel(&errs, "cluster_id", clusterID)
+	}
+	if namespace != "" {
+		validate.DNSLabel(&errs, "namespace", namespace)
+	}
+	return invalid(errs)
+}
+
 // storeError maps a store error to a gRPC status.
 func storeError(op string, err error) error {
 	switch {
@@ -349,15 +362,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 
 // ListExports implements RegistryServiceServer.
 func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsRequest) (*registryv1.ListExportsResponse, error) {
-	var errs validate.Errors
-	validate.DNSLabel(&errs, "clusterset", req.GetClusterset())
-	if req.GetClusterId() != "" {
-		validate.DNSLabel(&errs, "cluster_id", req.GetClusterId())
-	}
-	if req.GetNamespace() != "" {
-		validate.DNSLabel(&errs, "namespace", req.GetNamespace())
-	}
-	if err := invalid(errs); err != nil {
+	if err := invalidRead(req.GetClusterset(), req.GetClusterId(), req.GetNamespace()); err != nil {
 		return nil, err
 	}
 	exports, err := s.store.ListExports(ctx, req.GetClusterset())
@@ -386,12 +391,7 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 
 // ListImports implements RegistryServiceServer.
 func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
-	var errs validate.Errors
-	validate.DNSLabel(&errs, "clusterset", req.GetClusterset())
-	if req.GetNamespace() != "" {
-		validate.DNSLabel(&errs, "namespace", req.GetNamespace())
-	}
-	if err := invalid(errs); err != nil {
+	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
 		return nil, err
 	}
 	// Answered from the imports cache alone, the cluster count included, so a read of a
@@ -409,12 +409,7 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 // WatchImports implements RegistryServiceServer. A watch may start before any cluster of
 // the clusterset registered: it then starts with an empty snapshot.
 func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream registryv1.RegistryService_WatchImportsServer) error {
-	var errs validate.Errors
-	validate.DNSLabel(&errs, "clusterset", req.GetClusterset())
-	if req.GetNamespace() != "" {
-		validate.DNSLabel(&errs, "namespace", req.GetNamespace())
-	}
-	if err := invalid(errs); err != nil {
+	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
