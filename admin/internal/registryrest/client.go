@@ -43,6 +43,8 @@ type Options struct {
 type Client struct {
 	base string
 	http *http.Client
+	// tlsWithoutCert: https without a client certificate, for a hint on refused connections.
+	tlsWithoutCert bool
 }
 
 // New checks the options and returns a Client. Nothing is dialled yet.
@@ -87,7 +89,10 @@ func New(opts Options) (*Client, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	return &Client{base: strings.TrimSuffix(u.String(), "/"), http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	return &Client{
+		base: strings.TrimSuffix(u.String(), "/"), http: &http.Client{Transport: tr, Timeout: timeout},
+		tlsWithoutCert: u.Scheme == "https" && opts.CertFile == "",
+	}, nil
 }
 
 // Error is a refusal by the registry: its gRPC status as the REST port writes it.
@@ -117,6 +122,10 @@ func (c *Client) do(ctx context.Context, method, path string, out proto.Message)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if c.tlsWithoutCert {
+			// With TLS 1.3 a refused client shows as a reset or an alert, depending on timing.
+			return fmt.Errorf("%s %s: %w (a registry with --client-ca-file needs --registry-cert-file and --registry-key-file)", method, c.base+path, err)
+		}
 		return fmt.Errorf("%s %s: %w", method, c.base+path, err)
 	}
 	defer resp.Body.Close()
