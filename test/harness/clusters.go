@@ -3,8 +3,10 @@ package harness
 import (
 	_ "embed"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -87,10 +89,11 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	errs := make([]error, len(opts.Names))
 	var wg sync.WaitGroup
 	for i, name := range opts.Names {
+		ports := clusterPorts{apiServer: FreePort(tb), etcd: FreePort(tb), etcdPeer: FreePort(tb)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(name, fmt.Sprintf("10.%d.0.0/16", 96+i), assets, opts.Dir, crds)
+			clusters[i], errs[i] = startCluster(name, fmt.Sprintf("10.%d.0.0/16", 96+i), assets, opts.Dir, crds, ports)
 		}()
 	}
 	wg.Wait()
@@ -109,13 +112,24 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	return clusters
 }
 
-func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+// clusterPorts are the ports of one cluster's control plane.
+type clusterPorts struct{ apiServer, etcd, etcdPeer int }
+
+func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1.CustomResourceDefinition, ports clusterPorts) (*Cluster, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDs:                  crds,
 		ErrorIfCRDPathMissing: true,
 	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDR)
+	// Ports below the ephemeral range (FreePort): RestartAPIServer binds the same port
+	// again, which an outgoing connection could otherwise have taken meanwhile.
+	api := env.ControlPlane.GetAPIServer()
+	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(ports.apiServer)
+	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
+	etcd := &envtest.Etcd{}
+	env.ControlPlane.Etcd = etcd
+	etcd.URL = &url.URL{Scheme: "http", Host: Addr(ports.etcd)}
+	etcd.Configure().Set("listen-peer-urls", "http://"+Addr(ports.etcdPeer))
 	cfg, err := env.Start()
 	if err != nil {
 		// Start may fail after the control plane is up (for example installing CRDs).

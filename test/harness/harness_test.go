@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -31,6 +33,12 @@ func TestThreeClusters(t *testing.T) {
 	t.Logf("three clusters started in %s", time.Since(start).Round(time.Millisecond))
 
 	for _, c := range clusters {
+		// The control plane serves below the ephemeral port range, so a restart can bind
+		// its port again (harness.FreePort).
+		lo, hi := harness.PortRange()
+		if u, err := url.Parse(c.Config.Host); err != nil || mustAtoi(t, u.Port()) < lo || mustAtoi(t, u.Port()) >= hi {
+			t.Fatalf("%s: API server at %q, want a port in [%d, %d)", c.Name, c.Config.Host, lo, hi)
+		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dynamo"}}
 		if err := c.Client.Create(ctx, ns); err != nil {
 			t.Fatalf("%s: create namespace: %v", c.Name, err)
@@ -146,5 +154,30 @@ func TestDynamoDBConditionalWrite(t *testing.T) {
 	}
 	if v := out.Item["v"].(*types.AttributeValueMemberS).Value; v != "first" {
 		t.Fatalf("stored value = %q, want the first write kept", v)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFreePort: ports are below the ephemeral range, bindable, and never handed out twice.
+func TestFreePort(t *testing.T) {
+	lo, hi := harness.PortRange()
+	if hi <= lo {
+		t.Skipf("the ephemeral port range starts at %d: FreePort falls back to ephemeral ports", hi)
+	}
+	seen := map[int]bool{}
+	for range 50 {
+		p := harness.FreePort(t)
+		if p < lo || p >= hi || seen[p] {
+			t.Fatalf("FreePort = %d (seen before: %v), want a new port in [%d, %d)", p, seen[p], lo, hi)
+		}
+		seen[p] = true
 	}
 }

@@ -113,17 +113,6 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("harness: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // Addr returns 127.0.0.1:port.
 func Addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
