@@ -242,8 +242,8 @@ type ExportDescription struct {
 	UpdateTime     time.Time `json:"updateTime"`
 }
 
-// Describe reads a clusterset from the store or a registry.
-func Describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
+// describe reads a clusterset from the store or a registry.
+func describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
 	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}}
 	clusters, err := st.ListClusters(ctx, clusterset)
 	if err != nil {
@@ -312,7 +312,7 @@ func describeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := Describe(ctx, data, clusterset, time.Now())
+			d, err := describe(ctx, data, clusterset, time.Now())
 			if err != nil {
 				return err
 			}

@@ -534,21 +534,6 @@ func (c *Cache) List(ctx context.Context, clusterset string, f Filter) (Snapshot
 	return snap, nil
 }
 
-// Clusters returns the number of clusters registered in a clusterset, expired or not.
-func (c *Cache) Clusters(ctx context.Context, clusterset string) (int, error) {
-	s, err := c.loaded(ctx, clusterset)
-	if err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	n := len(s.clusters)
-	s.mu.Unlock()
-	if n == 0 {
-		c.release(s)
-	}
-	return n, nil
-}
-
 // release forgets a loaded clusterset that has no cluster and no watcher, so reads of
 // names nobody uses (typos, a clusterset whose last cluster left) cost no memory. A later
 // read loads it again, under a new epoch.

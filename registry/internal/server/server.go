@@ -164,13 +164,10 @@ func (s *Server) refreshService(ctx context.Context, clusterset string, k store.
 // ErrorDomain is the domain of the google.rpc.ErrorInfo details the registry sends.
 const ErrorDomain = "registry.globaldiscoverymcs.ai-dynamo.github.com"
 
-// unknownIfEmpty refuses a read of a clusterset in which no cluster is registered: the name
-// is an invalid argument for this registry, and the detail tells a controller apart from a
-// malformed name that the registry simply holds nothing of the clusterset.
-func unknownIfEmpty(clusterset string, clusters []store.Cluster) error {
-	if len(clusters) > 0 {
-		return nil
-	}
+// errClustersetUnknown refuses a read of a clusterset in which no cluster is registered: the
+// name is an invalid argument for this registry, and the detail tells a controller, apart
+// from a malformed name, that the registry simply holds nothing of the clusterset.
+func errClustersetUnknown(clusterset string) error {
 	st := status.Newf(codes.InvalidArgument, "clusterset: %q is unknown: no cluster is registered in it", clusterset)
 	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
 		Reason:   registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String(),
@@ -185,17 +182,15 @@ func unknownIfEmpty(clusterset string, clusters []store.Cluster) error {
 
 // ListClusters implements RegistryServiceServer.
 func (s *Server) ListClusters(ctx context.Context, req *registryv1.ListClustersRequest) (*registryv1.ListClustersResponse, error) {
-	var errs validate.Errors
-	validate.DNSLabel(&errs, "clusterset", req.GetClusterset())
-	if err := invalid(errs); err != nil {
+	if err := invalidRead(req.GetClusterset(), "", ""); err != nil {
 		return nil, err
 	}
 	clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
 	if err != nil {
 		return nil, storeError("list clusters", err)
 	}
-	if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
-		return nil, err
+	if len(clusters) == 0 {
+		return nil, errClustersetUnknown(req.GetClusterset())
 	}
 	now := s.now()
 	resp := &registryv1.ListClustersResponse{}
@@ -376,8 +371,8 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 		if err != nil {
 			return nil, storeError("list clusters", err)
 		}
-		if err := unknownIfEmpty(req.GetClusterset(), clusters); err != nil {
-			return nil, err
+		if len(clusters) == 0 {
+			return nil, errClustersetUnknown(req.GetClusterset())
 		}
 	}
 	resp := &registryv1.ListExportsResponse{}
@@ -401,7 +396,7 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 		return nil, storeError("list imports", err)
 	}
 	if snap.Clusters == 0 {
-		return nil, unknownIfEmpty(req.GetClusterset(), nil)
+		return nil, errClustersetUnknown(req.GetClusterset())
 	}
 	return &registryv1.ListImportsResponse{Imports: snap.Imports, Revision: snap.Revision, Epoch: snap.Epoch}, nil
 }
