@@ -105,6 +105,10 @@ type Change struct {
 	Clusterset string
 	ClusterID  string
 	Service    ServiceKey
+	// Services, when set (ChangeExport only), are several Services one write changed
+	// together (a SyncExports); Service is then unset. A receiver applies them as one step,
+	// so a watcher sees all of a cluster's synced exports or none of them.
+	Services []ServiceKey
 	// Cluster is the cluster after the change, when known (ChangeCluster only).
 	Cluster *Cluster
 	// Deleted: the cluster was deleted (ChangeCluster only).

@@ -227,7 +227,10 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
 		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
 	}
-	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log}
+	// After the registry's epoch changes, other clusters' endpoints are held until each
+	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
+	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log,
+		RefillHold: o.leaseDuration, OnHold: m.clustersHeld}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Log: log,
@@ -286,6 +289,7 @@ type metrics struct {
 	writes     *prometheus.CounterVec
 	imports    *prometheus.CounterVec
 	held       *prometheus.GaugeVec
+	heldCl     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -305,9 +309,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		imports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_import_writes_total",
 			Help: "Writes of imported objects to the API server, by kind (ServiceImport, Service, EndpointSlice, Namespace) and op (create, update, delete)."}, []string{"kind", "op"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_held",
-			Help: "Imports not applied, by reason: namespace_missing (held until the namespace exists) or unmanaged (a ServiceImport of another owner has the name)."}, []string{"reason"}),
+			Help: "Imports not applied as the registry has them, by reason: namespace_missing (held until the namespace exists), unmanaged (a ServiceImport of another owner has the name) or registry_restart (endpoints of clusters that have not yet sent their exports to a restarted registry are kept)."}, []string{"reason"}),
+		heldCl: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcs_controller_registry_restart_held_clusters",
+			Help: "Source clusters whose imported endpoints are kept after the registry's epoch changed, until each sends its exports again (at most --lease-duration)."}),
 	}
-	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl)
 	return m
 }
 
@@ -321,6 +327,8 @@ func result(ok bool) string {
 func (m *metrics) importWrite(kind, op string) { m.imports.WithLabelValues(kind, op).Inc() }
 
 func (m *metrics) importsHeld(reason string, n int) { m.held.WithLabelValues(reason).Set(float64(n)) }
+
+func (m *metrics) clustersHeld(n int) { m.heldCl.Set(float64(n)) }
 
 func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }
 

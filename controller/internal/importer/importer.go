@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,17 +35,32 @@ import (
 
 // Imports is what the importer reads of the registry's watch.
 type Imports interface {
-	Get(k registryclient.ServiceKey) *registryv1.ServiceImport
+	// GetHeld returns the import and the source clusters whose entries in it are held
+	// after the registry's epoch changed (see registryclient.ImportWatch).
+	GetHeld(k registryclient.ServiceKey) (*registryv1.ServiceImport, []string)
 	Keys() []registryclient.ServiceKey
 	Synced() bool
 }
+
+// Names of the ServiceImport condition this controller adds to the mcs-api ones.
+const (
+	// ConditionEndpointsHeld is True while the import keeps source clusters' endpoints
+	// from before the registry restarted (or another replica answered), until those
+	// clusters send their exports again or their lease would have expired.
+	ConditionEndpointsHeld = "EndpointsHeld"
+	// ReasonRegistryRestarted: EndpointsHeld is True.
+	ReasonRegistryRestarted = "RegistryRestarted"
+	// ReasonNoneHeld: EndpointsHeld is False; every endpoint is what the registry holds.
+	ReasonNoneHeld = "NoneHeld"
+)
 
 // Metrics are the importer's hooks. Any field may be nil.
 type Metrics struct {
 	// Write is called for each write to the API server: kind (ServiceImport, Service,
 	// EndpointSlice, Namespace) and op (create, update, delete).
 	Write func(kind, op string)
-	// Held reports the number of imports held, by reason (namespace_missing, unmanaged).
+	// Held reports the number of imports held, by reason (namespace_missing, unmanaged,
+	// registry_restart).
 	Held func(reason string, n int)
 }
 
@@ -86,7 +102,7 @@ func (r *Reconciler) watched(ns string) bool {
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.missing = map[types.NamespacedName]time.Time{}
-	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}}
+	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}
 	r.events = make(chan event.GenericEvent, 4096)
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
@@ -190,7 +206,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	key := registryclient.ServiceKey{Namespace: req.Namespace, Name: req.Name}
-	imp := r.Imports.Get(key)
+	imp, heldClusters := r.Imports.GetHeld(key)
+	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
 	if imp == nil {
 		r.setHeld("namespace_missing", req.NamespacedName, false)
 		return r.remove(ctx, req.NamespacedName)
@@ -232,7 +249,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.applySlices(ctx, svc, imp); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.applyStatus(ctx, si, svc, imp)
+	return reconcile.Result{}, r.applyStatus(ctx, si, svc, imp, heldClusters)
 }
 
 // applyServiceImport creates or updates the ServiceImport; nil when the name is taken by a
@@ -399,7 +416,7 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, imp *registryv1.ServiceImport) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, imp *registryv1.ServiceImport, heldClusters []string) error {
 	var ips []string
 	if imp.GetSpec().GetType() != registryv1.ServiceType_SERVICE_TYPE_HEADLESS && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		ips = append(ips, svc.Spec.ClusterIPs...)
@@ -421,6 +438,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady),
 		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(imp.GetClusters()), svc.Name), ObservedGeneration: si.Generation,
 	})
+	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
 	}
@@ -430,6 +448,17 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	r.write("ServiceImport", "update")
 	return nil
+}
+
+// endpointsHeld is the EndpointsHeld condition for the clusters held in an import.
+func endpointsHeld(clusters []string, generation int64) metav1.Condition {
+	if len(clusters) == 0 {
+		return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionFalse, Reason: ReasonNoneHeld,
+			Message: "every endpoint is what the registry holds", ObservedGeneration: generation}
+	}
+	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
+		Message: fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
+		ObservedGeneration: generation}
 }
 
 // remove deletes what this controller imported for a Service that no longer has an import,

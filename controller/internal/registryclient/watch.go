@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -20,36 +21,65 @@ func keyOf(k *registryv1.ServiceKey) ServiceKey {
 // ImportWatch mirrors the clusterset's imports from the registry's WatchImports stream. It
 // resumes from the last revision after a reconnect, follows the pool's current URL, and
 // calls OnChange with the Services whose import changed.
+//
+// When the registry's epoch changes (another registry process answers, for example a
+// memory-store registry that restarted empty), the entries of the clusters seen before are
+// held until each cluster appears again, or for RefillHold at most (see refillHold).
 type ImportWatch struct {
 	Pool             *Pool
 	Clusterset       string
 	IncludeEndpoints bool
-	Log              *slog.Logger
+	// RefillHold is the longest a cluster's entries are held after an epoch change: the
+	// cluster's lease duration, after which a cluster that did not return has left. 0: no hold.
+	RefillHold time.Duration
+	Log        *slog.Logger
 	// OnChange receives the Services whose import changed (all known ones after a snapshot).
 	// Every function in it is called, in order.
 	OnChange []func(keys []ServiceKey)
+	// OnHold receives the number of clusters held, when it changes.
+	OnHold func(clusters int)
 
 	mu      sync.Mutex
 	imports map[ServiceKey]*registryv1.ServiceImport
 	epoch   string
 	rev     int64
 	synced  bool
+	hold    *refillHold
+	// holdEnd fires when the hold's time is up.
+	holdEnd *time.Timer
 }
 
-// Get returns a Service's import, or nil.
+// Get returns a Service's import, or nil. During a hold it includes the held entries.
 func (w *ImportWatch) Get(k ServiceKey) *registryv1.ServiceImport {
+	imp, _ := w.GetHeld(k)
+	return imp
+}
+
+// GetHeld returns a Service's import and the clusters whose entries in it are held from
+// before the registry's epoch changed.
+func (w *ImportWatch) GetHeld(k ServiceKey) (*registryv1.ServiceImport, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.imports[k]
+	if w.hold == nil {
+		return w.imports[k], nil
+	}
+	return withHeld(w.imports[k], w.hold.before[k], w.hold.waiting)
 }
 
-// Keys returns the Services that have an import now.
+// Keys returns the Services that have an import now, held ones included.
 func (w *ImportWatch) Keys() []ServiceKey {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]ServiceKey, 0, len(w.imports))
 	for k := range w.imports {
 		out = append(out, k)
+	}
+	if w.hold != nil {
+		for _, k := range w.hold.keys() {
+			if _, ok := w.imports[k]; !ok {
+				out = append(out, k)
+			}
+		}
 	}
 	return out
 }
@@ -139,9 +169,13 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 
 func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	w.mu.Lock()
+	heldBefore := w.heldLocked()
 	var changed []ServiceKey
 	if resp.GetSnapshot() || w.imports == nil {
 		old := w.imports
+		if w.RefillHold > 0 && w.epoch != "" && resp.GetEpoch() != w.epoch {
+			w.startHoldLocked(resp.GetEpoch())
+		}
 		w.imports = make(map[ServiceKey]*registryv1.ServiceImport, len(resp.GetUpserts()))
 		for k := range old {
 			changed = append(changed, k)
@@ -159,10 +193,102 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		changed = append(changed, k)
 	}
 	w.epoch, w.rev = resp.GetEpoch(), resp.GetRevision()
-	w.mu.Unlock()
-	if len(changed) > 0 {
-		for _, f := range w.OnChange {
-			f(changed)
+	if w.hold != nil {
+		released, keys := w.hold.update(w.imports)
+		changed = append(changed, keys...)
+		if len(released) > 0 {
+			w.log().Info("clusters sent their exports to the registry again; their held entries are released", "clusters", released, "still_held", len(w.hold.waiting))
 		}
+		if len(w.hold.waiting) == 0 {
+			w.endHoldLocked("every cluster returned")
+		}
+	}
+	held := w.heldLocked()
+	if held == heldBefore {
+		held = -1
+	}
+	w.mu.Unlock()
+	w.changed(changed, held)
+}
+
+func (w *ImportWatch) heldLocked() int {
+	if w.hold == nil {
+		return 0
+	}
+	return len(w.hold.waiting)
+}
+
+func (w *ImportWatch) log() *slog.Logger {
+	if w.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return w.Log
+}
+
+// changed reports what apply or the hold's end changed; held < 0: the count did not change.
+func (w *ImportWatch) changed(keys []ServiceKey, held int) {
+	if held >= 0 && w.OnHold != nil {
+		w.OnHold(held)
+	}
+	if len(keys) > 0 {
+		for _, f := range w.OnChange {
+			f(keys)
+		}
+	}
+}
+
+// startHoldLocked holds what the importer sees now (held entries of an earlier hold
+// included: a second restart loses what returned after the first) after the epoch changed.
+func (w *ImportWatch) startHoldLocked(epoch string) {
+	before := make(map[ServiceKey]*registryv1.ServiceImport, len(w.imports))
+	for k := range w.imports {
+		before[k] = nil
+	}
+	if w.hold != nil {
+		for _, k := range w.hold.keys() {
+			before[k] = nil
+		}
+	}
+	for k := range before {
+		if w.hold == nil {
+			before[k] = w.imports[k]
+		} else {
+			before[k], _ = withHeld(w.imports[k], w.hold.before[k], w.hold.waiting)
+		}
+	}
+	if w.hold != nil {
+		w.endHoldLocked("the epoch changed again")
+	}
+	if len(before) == 0 {
+		return
+	}
+	h := newRefillHold(w.epoch, epoch, before, time.Now().Add(w.RefillHold))
+	w.hold = h
+	w.log().Info("the registry's epoch changed (a restart or another registry replica); holding every cluster's imported endpoints until it sends its exports again",
+		"from_epoch", h.from, "to_epoch", h.to, "clusters", len(h.waiting), "at_most", w.RefillHold)
+	w.holdEnd = time.AfterFunc(w.RefillHold, func() {
+		w.mu.Lock()
+		if w.hold != h {
+			w.mu.Unlock()
+			return
+		}
+		keys := h.keys()
+		w.endHoldLocked("time is up; the clusters that did not return have left")
+		w.mu.Unlock()
+		w.changed(keys, 0)
+	})
+}
+
+func (w *ImportWatch) endHoldLocked(why string) {
+	var left []string
+	for id := range w.hold.waiting {
+		left = append(left, id)
+	}
+	sort.Strings(left)
+	w.log().Info("the hold after the registry's epoch changed ended: "+why, "not_returned", left)
+	w.hold = nil
+	if w.holdEnd != nil {
+		w.holdEnd.Stop()
+		w.holdEnd = nil
 	}
 }

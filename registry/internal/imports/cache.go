@@ -119,7 +119,11 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) {
 			err = c.RefreshCluster(ctx, ch.Clusterset, ch.ClusterID)
 		}
 	case store.ChangeExport:
-		err = c.RefreshService(ctx, ch.Clusterset, ch.Service)
+		if len(ch.Services) > 0 {
+			err = c.RefreshServices(ctx, ch.Clusterset, ch.Services)
+		} else {
+			err = c.RefreshService(ctx, ch.Clusterset, ch.Service)
+		}
 	case store.ChangeResync:
 		err = c.Resync(ctx, ch.Clusterset)
 	}
@@ -374,15 +378,26 @@ func (s *set) close() {
 
 // RefreshService reads one Service's exports from the store and recomputes its import.
 func (c *Cache) RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error {
+	return c.RefreshServices(ctx, clusterset, []store.ServiceKey{k})
+}
+
+// RefreshServices reads several Services' exports from the store and recomputes their
+// imports in one step: a watcher sees all of the new imports or none of them (a cluster's
+// SyncExports, which the controllers' hold after a registry restart relies on).
+func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []store.ServiceKey) error {
 	s := c.existing(clusterset)
 	if s == nil {
 		return nil
 	}
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
-	exports, err := c.store.ListServiceExports(ctx, clusterset, k)
-	if err != nil {
-		return fmt.Errorf("list exports of %s in %s: %w", k, clusterset, err)
+	read := make([][]store.Export, len(keys))
+	for i, k := range keys {
+		exports, err := c.store.ListServiceExports(ctx, clusterset, k)
+		if err != nil {
+			return fmt.Errorf("list exports of %s in %s: %w", k, clusterset, err)
+		}
+		read[i] = exports
 	}
 	now := c.now()
 	s.mu.Lock()
@@ -390,8 +405,10 @@ func (c *Cache) RefreshService(ctx context.Context, clusterset string, k store.S
 	if s.clusters == nil {
 		return nil
 	}
-	s.exports[k] = exports
-	s.recomputeLocked(k, now)
+	for i, k := range keys {
+		s.exports[k] = read[i]
+		s.recomputeLocked(k, now)
+	}
 	return nil
 }
 

@@ -355,3 +355,77 @@ func TestUnusedClustersetReleased(t *testing.T) {
 		t.Fatalf("loaded after the last watch of an empty clusterset closed: %v, want [prod]", sets)
 	}
 }
+
+// slowReads delays each read of one Service's exports, so a sync applied Service by
+// Service would be seen half done.
+type slowReads struct{ *memory.Store }
+
+func (s slowReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
+	time.Sleep(time.Millisecond)
+	return s.Store.ListServiceExports(ctx, cs, k)
+}
+
+// TestSyncSeenInOneStep: a cluster's SyncExports reaches a watch in one delta, never half
+// applied. Controllers holding endpoints after a registry restart release a cluster's held
+// entries when it appears in any import, which is only right if its whole sync is there.
+func TestSyncSeenInOneStep(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mem := memory.New()
+	c := New(Options{Store: slowReads{mem}})
+	go func() { _ = c.Run(ctx) }()
+	now := time.Now()
+	key := store.ClusterKey{Clusterset: "prod", ClusterID: "a"}
+	if _, err := mem.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if resp, err := w.Next(ctx); err != nil || !resp.GetSnapshot() {
+		t.Fatalf("first response: %v %v", resp, err)
+	}
+	// Wait until the cache follows the change feed: write until a delta arrives.
+	for i := 0; ; i++ {
+		warm := store.Export{Clusterset: "prod", ClusterID: "a", Service: store.ServiceKey{Namespace: "dynamo", Name: "warm-up"}, CreateTime: now,
+			Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: int32(80 + i)}}}}
+		if _, err := mem.PutExport(ctx, warm); err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err := w.Next(wctx)
+		wcancel()
+		if err == nil {
+			break
+		}
+		if i == 50 {
+			t.Fatal("the cache does not follow the store's change feed")
+		}
+	}
+	const n = 100
+	exports := make([]store.Export, n)
+	for i := range exports {
+		exports[i] = store.Export{
+			Clusterset: "prod", ClusterID: "a", Service: store.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("svc-%03d", i)}, CreateTime: now,
+			Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: 80}}},
+			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}},
+		}
+	}
+	if _, _, err := mem.SyncExports(ctx, key, exports); err != nil {
+		t.Fatal(err)
+	}
+	// Only the change feed applies the sync here, as it does on a replica that did not
+	// take the call.
+	nctx, ncancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ncancel()
+	resp, err := w.Next(nctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// n upserts, and the warm-up export's deletion (the sync does not hold it).
+	if got := len(resp.GetUpserts()); got != n {
+		t.Fatalf("the first delta after a sync of %d exports holds %d imports: a watcher saw the sync half applied", n, got)
+	}
+}

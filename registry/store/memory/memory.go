@@ -229,9 +229,8 @@ func (s *Store) SyncExports(_ context.Context, key store.ClusterKey, exports []s
 		}
 	}
 	s.mu.Unlock()
-	for _, svc := range changed {
-		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
-	}
+	// One change for the whole sync: the cache shows a cluster's synced exports at once.
+	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Services: changed})
 	return stored, deleted, nil
 }
 
