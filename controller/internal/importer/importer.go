@@ -457,7 +457,7 @@ func endpointsHeld(clusters []string, generation int64) metav1.Condition {
 			Message: "every endpoint is what the registry holds", ObservedGeneration: generation}
 	}
 	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
-		Message: fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
+		Message:            fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
 		ObservedGeneration: generation}
 }
 
