@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"time"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
@@ -21,12 +20,11 @@ type refillHold struct {
 	before   map[ServiceKey]*registryv1.ServiceImport
 	// waiting are the clusters of before that have not appeared in the new epoch.
 	waiting map[string]bool
-	until   time.Time
 }
 
 // newRefillHold starts a hold over the imports of the old epoch.
-func newRefillHold(from, to string, before map[ServiceKey]*registryv1.ServiceImport, until time.Time) *refillHold {
-	h := &refillHold{from: from, to: to, before: before, waiting: map[string]bool{}, until: until}
+func newRefillHold(from, to string, before map[ServiceKey]*registryv1.ServiceImport) *refillHold {
+	h := &refillHold{from: from, to: to, before: before, waiting: map[string]bool{}}
 	for _, imp := range before {
 		for _, c := range imp.GetClusters() {
 			h.waiting[c.GetClusterId()] = true

@@ -166,3 +166,20 @@ func TestRefillHoldEnds(t *testing.T) {
 		t.Errorf("held counts = %v, want [1 0] (b held after a returned, then none)", held)
 	}
 }
+
+// TestRefillHoldCountsFromTheLostStream: the hold counts from when the old epoch's stream
+// ended; a registry gone longer than the hold has nothing left to hold.
+func TestRefillHoldCountsFromTheLostStream(t *testing.T) {
+	w := &ImportWatch{RefillHold: time.Minute}
+	w.apply(snapshot("e1", 1, imp("pool", "a", "b")))
+	w.lost = time.Now().Add(-2 * time.Minute)
+	w.apply(snapshot("e2", 1, imp("pool", "a")))
+	if got := view(w); got != "pool=a" {
+		t.Errorf("view = %q, want pool=a (every lease of the old epoch has expired)", got)
+	}
+	w.lost = time.Now().Add(-30 * time.Second)
+	w.apply(snapshot("e3", 1))
+	if got := view(w); got != "pool=a*" {
+		t.Errorf("view = %q, want pool=a* (half the hold is left)", got)
+	}
+}

@@ -47,6 +47,9 @@ type ImportWatch struct {
 	hold    *refillHold
 	// holdEnd fires when the hold's time is up.
 	holdEnd *time.Timer
+	// lost is when the stream last ended, zero while one delivers: a hold counts from
+	// there, since the clusters' renewals stopped reaching the old epoch then at the latest.
+	lost time.Time
 }
 
 // Get returns a Service's import, or nil. During a hold it includes the held entries.
@@ -102,7 +105,15 @@ func (w *ImportWatch) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if received {
+		w.mu.Lock()
+		if w.lost.IsZero() {
+			w.lost = time.Now()
+		}
+		w.mu.Unlock()
+		// A registry that answers "clusterset unknown" is up but empty (a memory-store
+		// registry that restarted): the clusterset returns with the first registration, so
+		// keep asking at the shortest interval.
+		if received || ClustersetUnknown(err) {
 			backoff = time.Second
 		}
 		w.Log.Info("import watch ended; watching again", "error", err, "retry_in", backoff)
@@ -193,6 +204,7 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		changed = append(changed, k)
 	}
 	w.epoch, w.rev = resp.GetEpoch(), resp.GetRevision()
+	w.lost = time.Time{}
 	if w.hold != nil {
 		released, keys := w.hold.update(w.imports)
 		changed = append(changed, keys...)
@@ -259,14 +271,20 @@ func (w *ImportWatch) startHoldLocked(epoch string) {
 	if w.hold != nil {
 		w.endHoldLocked("the epoch changed again")
 	}
-	if len(before) == 0 {
+	since := w.lost
+	if since.IsZero() {
+		since = time.Now()
+	}
+	left := time.Until(since.Add(w.RefillHold))
+	if len(before) == 0 || left <= 0 {
+		// Apart longer than a lease: every lease of the old epoch has expired.
 		return
 	}
-	h := newRefillHold(w.epoch, epoch, before, time.Now().Add(w.RefillHold))
+	h := newRefillHold(w.epoch, epoch, before)
 	w.hold = h
 	w.log().Info("the registry's epoch changed (a restart or another registry replica); holding every cluster's imported endpoints until it sends its exports again",
-		"from_epoch", h.from, "to_epoch", h.to, "clusters", len(h.waiting), "at_most", w.RefillHold)
-	w.holdEnd = time.AfterFunc(w.RefillHold, func() {
+		"from_epoch", h.from, "to_epoch", h.to, "clusters", len(h.waiting), "at_most", left.Round(time.Millisecond))
+	w.holdEnd = time.AfterFunc(left, func() {
 		w.mu.Lock()
 		if w.hold != h {
 			w.mu.Unlock()
