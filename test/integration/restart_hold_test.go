@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// importCondition renders one condition of a ServiceImport as "Type=Status Reason".
+func importCondition(t *testing.T, c *harness.Cluster, ns, name, typ string) string {
+	t.Helper()
+	si := &mcsv1beta1.ServiceImport{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, si); err != nil {
+		return err.Error()
+	}
+	for _, cond := range si.Status.Conditions {
+		if cond.Type == typ {
+			return fmt.Sprintf("%s=%s %s", cond.Type, cond.Status, cond.Reason)
+		}
+	}
+	return typ + " missing"
+}
+
+// TestRegistryRestartKeepsImports: a memory-store registry restarts while one member
+// cluster's controller is gone. The clusters that come back lose no imported endpoint for
+// any length of time (the controllers hold what they had until each cluster sent its
+// exports again), the held import says so in its EndpointsHeld condition and metrics, and
+// the cluster that did not come back leaves every import within one lease.
+func TestRegistryRestartKeepsImports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const lease = 6 * time.Second
+	reg := harness.StartRegistry(t, "--store=memory")
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	cls := harness.StartClusters(t, harness.ClusterOptions{Names: ids})
+	var ctls []*harness.Controller
+	for i, c := range cls {
+		createNamespaces(t, ctx, c.Client, "dynamo")
+		ctls = append(ctls, c.StartController(t, "mcs-controller/"+ids[i], controllerArgs(reg, ids[i], "--lease-duration=6s", "--renew-interval=2s")...))
+		ip := fmt.Sprintf("10.%d.0.1", i+1)
+		mustCreate(t, c, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-"+ids[i], ip))
+	}
+	gone := cls[2]
+	mustCreate(t, gone, service("dynamo", "only-euw1", 80), serviceExport("dynamo", "only-euw1"), slice("dynamo", "only-euw1", "only-euw1", "10.3.1.1"))
+	all := "ClusterSetIP [http/TCP/80] clusters=[euw1-a use1-a usw2-a] ips svc:true [euw1-a:10.3.0.1:true use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
+	for _, c := range cls[:2] {
+		waitImport(t, c, "dynamo", "relay", all)
+		waitImport(t, c, "dynamo", "only-euw1", "ClusterSetIP [http/TCP/80] clusters=[euw1-a] ips svc:true [euw1-a:10.3.1.1:true]")
+		if got := importCondition(t, c, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=False NoneHeld" {
+			t.Fatalf("%s: %s before the restart", c.Name, got)
+		}
+	}
+	var monitors []*harness.EndpointsMonitor
+	for _, c := range cls[:2] {
+		monitors = append(monitors, c.MonitorImportedEndpoints(t, "dynamo", "relay", ids[0], ids[1]))
+	}
+
+	// euw1-a's controller dies with the registry, and does not come back.
+	if err := ctls[2].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	reg.Restart(t)
+
+	// While euw1-a is held, the imports say so.
+	for i, c := range cls[:2] {
+		harness.Eventually(t, c.Name+": EndpointsHeld=True", lease, func() string {
+			if got := importCondition(t, c, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=True RegistryRestarted" {
+				return got
+			}
+			return ""
+		})
+		waitMetric(t, ctls[i].MetricsAddr, `mcs_controller_imports_held{reason="registry_restart"} 2`)
+		waitMetric(t, ctls[i].MetricsAddr, "mcs_controller_registry_restart_held_clusters 1")
+	}
+	// euw1-a leaves every import within one lease of the restart.
+	without := "ClusterSetIP [http/TCP/80] clusters=[use1-a usw2-a] ips svc:true [use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
+	for _, c := range cls[:2] {
+		harness.Eventually(t, c.Name+": euw1-a left", 2*lease, func() string {
+			if got := importState(t, c, "dynamo", "relay"); got != without {
+				return "relay: " + got
+			}
+			if got := importState(t, c, "dynamo", "only-euw1"); got != "none" {
+				return "only-euw1: " + got
+			}
+			return ""
+		})
+	}
+	left := time.Since(start)
+	// One lease, plus what a reconcile and this test's polling take.
+	if left > lease+2*time.Second {
+		t.Errorf("euw1-a left the imports %s after the restart; want within the %s lease", left.Round(10*time.Millisecond), lease)
+	}
+	for i, c := range cls[:2] {
+		if got := importCondition(t, c, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=False NoneHeld" {
+			t.Errorf("%s: %s after the hold", c.Name, got)
+		}
+		waitMetric(t, ctls[i].MetricsAddr, `mcs_controller_imports_held{reason="registry_restart"} 0`)
+		waitMetric(t, ctls[i].MetricsAddr, "mcs_controller_registry_restart_held_clusters 0")
+	}
+	// Not a moment without the endpoints of the clusters that came back.
+	for i, m := range monitors {
+		if err := m.Err(); err != nil {
+			t.Fatalf("%s: %v", cls[i].Name, err)
+		}
+		var out []string
+		for _, id := range ids[:2] {
+			if d := m.Outage()[id]; d > 0 {
+				out = append(out, fmt.Sprintf("%s for %s", id, d.Round(time.Millisecond)))
+			}
+		}
+		if len(out) > 0 {
+			t.Errorf("%s lost the imported endpoints of %s during the registry restart", cls[i].Name, strings.Join(out, ", "))
+		}
+	}
+	t.Logf("registry restart: 0 s without the endpoints of the returning clusters; the stopped cluster left %s after the restart (lease %s)", left.Round(10*time.Millisecond), lease)
+}
