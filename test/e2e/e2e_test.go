@@ -220,7 +220,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Fault: the memory registry restarts. Every controller registers again and sends its
-	// exports; the imports come back whole.
+	// exports; meanwhile each controller holds the endpoints it had, so no cluster is
+	// without the pool's imported endpoints for any length of time.
+	var monitors []*harness.EndpointsMonitor
+	for _, m := range cs.Members {
+		monitors = append(monitors, m.MonitorImportedEndpoints(t, "dynamo", "my-dgd-pool-relay", use1.ID, usw2.ID))
+	}
 	cs.Registry.Restart(t)
 	took := harness.Eventually(t, "imports whole after a registry restart", 90*time.Second, func() string {
 		_, body := get(t, rest+"/v1/clustersets/prod/clusters")
@@ -229,7 +234,23 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return whole()
 	})
-	t.Logf("FIGURE registry restart: imports whole again after %s", took.Round(10*time.Millisecond))
+	t.Logf("FIGURE registry restart: every cluster registered and the registry whole again after %s", took.Round(10*time.Millisecond))
+	for i, mon := range monitors {
+		mon.Stop()
+		if err := mon.Err(); err != nil {
+			t.Fatalf("%s: %v", cs.Members[i].ID, err)
+		}
+		outage := mon.Outage()
+		var worst time.Duration
+		for _, d := range outage {
+			worst = max(worst, d)
+		}
+		t.Logf("FIGURE registry restart: %s was without imported endpoints of the pool for %s (use1-a %s, usw2-a %s)",
+			cs.Members[i].ID, worst.Round(time.Millisecond), outage[use1.ID].Round(time.Millisecond), outage[usw2.ID].Round(time.Millisecond))
+		if worst > 0 {
+			t.Errorf("%s lost imported endpoints during the registry restart: %v", cs.Members[i].ID, outage)
+		}
+	}
 
 	// Fault: the first registry URL goes down; every controller fails over to the second.
 	cs.Front.Close()
