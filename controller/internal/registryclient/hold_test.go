@@ -183,3 +183,28 @@ func TestRefillHoldCountsFromTheLostStream(t *testing.T) {
 		t.Errorf("view = %q, want pool=a* (half the hold is left)", got)
 	}
 }
+
+// TestRefillHoldDroppedServicesReported: when an epoch change ends a hold without a new
+// one, the Services that were only held are reported changed, so the importer removes them.
+func TestRefillHoldDroppedServicesReported(t *testing.T) {
+	var changed []string
+	w := &ImportWatch{RefillHold: time.Minute, OnChange: []func([]ServiceKey){func(keys []ServiceKey) {
+		for _, k := range keys {
+			changed = append(changed, k.Name)
+		}
+	}}}
+	w.apply(snapshot("e1", 1, imp("pool", "a"), imp("only-b", "b")))
+	w.apply(snapshot("e2", 1, imp("pool", "a")))
+	if got := view(w); got != "only-b=b* pool=a" {
+		t.Fatalf("view = %q", got)
+	}
+	changed = nil
+	w.lost = time.Now().Add(-2 * time.Minute)
+	w.apply(snapshot("e3", 1, imp("pool", "a")))
+	if got := view(w); got != "pool=a" {
+		t.Fatalf("view = %q, want pool=a", got)
+	}
+	if !slices.Contains(changed, "only-b") {
+		t.Errorf("changed = %v, want only-b among them", changed)
+	}
+}

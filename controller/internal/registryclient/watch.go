@@ -3,8 +3,9 @@ package registryclient
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -184,6 +185,10 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	var changed []ServiceKey
 	if resp.GetSnapshot() || w.imports == nil {
 		old := w.imports
+		if w.hold != nil {
+			// Held-only Services change too when a new hold does not keep them.
+			changed = append(changed, w.hold.keys()...)
+		}
 		if w.RefillHold > 0 && w.epoch != "" && resp.GetEpoch() != w.epoch {
 			w.startHoldLocked(resp.GetEpoch())
 		}
@@ -298,12 +303,7 @@ func (w *ImportWatch) startHoldLocked(epoch string) {
 }
 
 func (w *ImportWatch) endHoldLocked(why string) {
-	var left []string
-	for id := range w.hold.waiting {
-		left = append(left, id)
-	}
-	sort.Strings(left)
-	w.log().Info("the hold after the registry's epoch changed ended: "+why, "not_returned", left)
+	w.log().Info("the hold after the registry's epoch changed ended: "+why, "not_returned", slices.Sorted(maps.Keys(w.hold.waiting)))
 	w.hold = nil
 	if w.holdEnd != nil {
 		w.holdEnd.Stop()
