@@ -305,7 +305,18 @@ func TestControllerConflict(t *testing.T) {
 	if c := findCondition(se, "Conflict"); !strings.Contains(c.Message, "from cluster use1-a, wins") {
 		t.Fatalf("conflict message = %q", c.Message)
 	}
-	if _, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/imports"); !strings.Contains(body, `"winningClusterId":"use1-a"`) || !strings.Contains(body, `"port":80`) || strings.Contains(body, `"port":81`) {
+	// The import's spec is the oldest export's; usw2-a's port 81 is named as left out.
+	var imports struct {
+		Imports []struct {
+			Spec struct {
+				Ports []struct{ Port int32 }
+			}
+			WinningClusterID string `json:"winningClusterId"`
+		}
+	}
+	_, body := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/imports")
+	if err := json.Unmarshal([]byte(body), &imports); err != nil || len(imports.Imports) != 1 || imports.Imports[0].WinningClusterID != "use1-a" ||
+		fmt.Sprint(imports.Imports[0].Spec.Ports) != "[{80}]" || !strings.Contains(body, `"excludedPorts":[{"name":"http","protocol":"TCP","appProtocol":"","port":81}]`) {
 		t.Fatalf("the oldest export does not win: %s", body)
 	}
 	if err := b.Client.Get(ctx, client.ObjectKeyFromObject(bsvc), bsvc); err != nil {
@@ -317,6 +328,32 @@ func TestControllerConflict(t *testing.T) {
 	}
 	waitExport(t, b, "dynamo", "svc", readyConditions, 30*time.Second)
 	waitExport(t, a, "dynamo", "svc", readyConditions, 30*time.Second)
+
+	// mcs-api v1beta1: PortConflict "if the ports are not identical in all the constituent
+	// Services". a: tcp/42, udp/42; b: tcp/42, sctp/142. The import holds the union; both
+	// exports report the conflict and name the ports that differ.
+	ports := func(svc *corev1.Service, ps ...corev1.ServicePort) *corev1.Service {
+		svc.Spec.Ports = ps
+		return svc
+	}
+	tcp := corev1.ServicePort{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 42}
+	mustCreate(t, a, ports(service("dynamo", "sets"), tcp, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 42}), serviceExport("dynamo", "sets"))
+	waitExport(t, a, "dynamo", "sets", readyConditions, 30*time.Second)
+	mustCreate(t, b, ports(service("dynamo", "sets"), tcp, corev1.ServicePort{Name: "sctp", Protocol: corev1.ProtocolSCTP, Port: 142}), serviceExport("dynamo", "sets"))
+	want := "ports differ: use1-a lacks sctp/SCTP/142; usw2-a lacks udp/UDP/42"
+	for _, c := range cls {
+		se := waitExport(t, c, "dynamo", "sets", conflict, 30*time.Second)
+		harness.Eventually(t, c.Name+": the conflict names the ports", 30*time.Second, func() string {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(se), se); err != nil {
+				return err.Error()
+			}
+			if m := findCondition(se, "Conflict").Message; !strings.Contains(m, want) {
+				return m
+			}
+			return ""
+		})
+	}
+	waitImport(t, b, "dynamo", "sets", "ClusterSetIP [tcp/TCP/42 udp/UDP/42 sctp/SCTP/142] clusters=[use1-a usw2-a] ips svc:true []")
 }
 
 func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {

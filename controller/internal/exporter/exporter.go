@@ -340,11 +340,12 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	verdict := last.verdict
 	// The import, as the registry's watch last reported it, is newer than the put's verdict
 	// when other clusters changed their exports since.
-	if imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name}); imp != nil {
+	imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name})
+	if imp != nil {
 		verdict = verdictFrom(imp, r.ClusterID)
 	}
 	return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry"),
-		conflictCondition(verdict), result, nil
+		conflictCondition(verdict, imp, r.ClusterID), result, nil
 }
 
 func verdictFrom(imp *registryv1.ServiceImport, clusterID string) *registryv1.ExportVerdict {
@@ -353,6 +354,7 @@ func verdictFrom(imp *registryv1.ServiceImport, clusterID string) *registryv1.Ex
 		if c.GetClusterId() == clusterID {
 			v.Participating = true
 			v.Conflicts = c.GetConflicts()
+			v.MissingPorts, v.ExcludedPorts = c.GetMissingPorts(), c.GetExcludedPorts()
 		}
 	}
 	return v
@@ -374,7 +376,9 @@ func ConflictReason(r registryv1.ConflictReason) string {
 	return b.String()
 }
 
-func conflictCondition(v *registryv1.ExportVerdict) metav1.Condition {
+// conflictCondition is the Conflict condition of the verdict; imp, when known, names every
+// cluster's port differences, else only this cluster's are known.
+func conflictCondition(v *registryv1.ExportVerdict, imp *registryv1.ServiceImport, clusterID string) metav1.Condition {
 	if len(v.GetConflicts()) == 0 {
 		return cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "the exports of this Service agree")
 	}
@@ -383,8 +387,47 @@ func conflictCondition(v *registryv1.ExportVerdict) metav1.Condition {
 		reasons = append(reasons, ConflictReason(c))
 	}
 	// A condition has one reason: the first in KEP order (ports first); the message lists them all.
-	return cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, reasons[0],
-		fmt.Sprintf("the exports of this Service disagree (%s); the oldest export, from cluster %s, wins", strings.Join(reasons, ", "), v.GetWinningClusterId()))
+	msg := fmt.Sprintf("the exports of this Service disagree (%s); the oldest export, from cluster %s, wins", strings.Join(reasons, ", "), v.GetWinningClusterId())
+	clusters := imp.GetClusters()
+	if imp == nil {
+		clusters = []*registryv1.ImportCluster{{ClusterId: clusterID, MissingPorts: v.GetMissingPorts(), ExcludedPorts: v.GetExcludedPorts()}}
+	}
+	if d := portDifferences(clusters); d != "" {
+		msg += "; ports differ: " + d
+	}
+	return cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, reasons[0], msg)
+}
+
+// portDifferences names, per cluster, the ports of the import its export lacks and the
+// ports of its export the import leaves out: "b lacks grpc/TCP/9000; c has http/TCP/81
+// (left out)".
+func portDifferences(clusters []*registryv1.ImportCluster) string {
+	var out []string
+	for _, c := range clusters {
+		var parts []string
+		if m := c.GetMissingPorts(); len(m) > 0 {
+			parts = append(parts, "lacks "+portList(m))
+		}
+		if x := c.GetExcludedPorts(); len(x) > 0 {
+			parts = append(parts, "has "+portList(x)+" (left out of the ServiceImport)")
+		}
+		if len(parts) > 0 {
+			out = append(out, c.GetClusterId()+" "+strings.Join(parts, " and "))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func portList(ports []*registryv1.ServicePort) string {
+	names := make([]string, len(ports))
+	for i, p := range ports {
+		proto := p.GetProtocol()
+		if proto == "" {
+			proto = "TCP"
+		}
+		names[i] = fmt.Sprintf("%s/%s/%d", p.GetName(), proto, p.GetPort())
+	}
+	return strings.Join(names, ", ")
 }
 
 // setConditions writes the conditions when they differ from the object's.

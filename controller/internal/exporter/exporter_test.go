@@ -94,3 +94,38 @@ func TestEndpointGroups(t *testing.T) {
 		t.Fatalf("port = %v, want http/TCP/8080 (an unset protocol is TCP)", p)
 	}
 }
+
+func TestConflictConditionNamesPorts(t *testing.T) {
+	port := func(name, proto string, n int32) *registryv1.ServicePort {
+		return &registryv1.ServicePort{Name: name, Protocol: proto, Port: n}
+	}
+	portC := []registryv1.ConflictReason{registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT}
+	imp := &registryv1.ServiceImport{WinningClusterId: "a", Conflicts: portC, Clusters: []*registryv1.ImportCluster{
+		{ClusterId: "a", Conflicts: portC, MissingPorts: []*registryv1.ServicePort{port("sctp", "SCTP", 142)}},
+		{ClusterId: "b", Conflicts: portC, MissingPorts: []*registryv1.ServicePort{port("udp", "UDP", 42)}, ExcludedPorts: []*registryv1.ServicePort{port("http", "", 81)}},
+		{ClusterId: "c", Conflicts: portC},
+	}}
+	tests := []struct {
+		name string
+		v    *registryv1.ExportVerdict
+		imp  *registryv1.ServiceImport
+		want string
+	}{
+		{"from the import: every cluster's differences", verdictFrom(imp, "c"), imp,
+			"the exports of this Service disagree (PortConflict); the oldest export, from cluster a, wins; ports differ: a lacks sctp/SCTP/142; b lacks udp/UDP/42 and has http/TCP/81 (left out of the ServiceImport)"},
+		{"from the verdict alone: this cluster's", verdictFrom(imp, "b"), nil,
+			"the exports of this Service disagree (PortConflict); the oldest export, from cluster a, wins; ports differ: b lacks udp/UDP/42 and has http/TCP/81 (left out of the ServiceImport)"},
+		{"no conflict", &registryv1.ExportVerdict{WinningClusterId: "a"}, nil, "the exports of this Service agree"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "c"
+			if tc.imp == nil {
+				id = "b"
+			}
+			if got := conflictCondition(tc.v, tc.imp, id).Message; got != tc.want {
+				t.Errorf("message =\n %s\nwant\n %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@
 package merge
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -45,7 +46,7 @@ func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]s
 	})
 	winner := parts[0].Spec
 	conflicts := map[registryv1.ConflictReason]bool{}
-	ports := mergePorts(parts, conflicts)
+	ports, excluded := mergePorts(parts, conflicts)
 	for _, e := range parts[1:] {
 		s := e.Spec
 		if s.GetType() != winner.GetType() {
@@ -102,6 +103,8 @@ func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]s
 			ExportCreateTime: timestamppb.New(e.CreateTime),
 			Conflicts:        slices.Clone(reasons),
 			EndpointGroups:   e.EndpointGroups,
+			MissingPorts:     missingPorts(ports, e.Spec.GetPorts()),
+			ExcludedPorts:    excluded[e.ClusterID],
 		})
 	}
 	return imp
@@ -119,20 +122,33 @@ func Verdict(imp *registryv1.ServiceImport, clusterID string) *registryv1.Export
 		if c.GetClusterId() == clusterID {
 			v.Participating = true
 			v.Conflicts = slices.Clone(c.GetConflicts())
+			v.MissingPorts = c.GetMissingPorts()
+			v.ExcludedPorts = c.GetExcludedPorts()
 		}
 	}
 	return v
 }
 
 // mergePorts returns the union of the ports, oldest export first: a port whose name is
-// taken by a different port, or whose (protocol, port) is taken under another name, is a
-// PortConflict and left out.
-func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bool) []*registryv1.ServicePort {
+// taken by a different port, or whose (protocol, port) is taken under another name, is
+// left out. The exports' port sets must be identical (mcs-api v1beta1: PortConflict "if
+// the ports are not identical in all the constituent Services"); any difference is a
+// PortConflict, while the import keeps the union (KEP-1645). It also returns, by cluster,
+// the ports left out.
+func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bool) ([]*registryv1.ServicePort, map[string][]*registryv1.ServicePort) {
 	type protoPort struct {
 		protocol string
 		port     int32
 	}
+	first := PortSet(parts[0].Spec.GetPorts())
+	for _, e := range parts[1:] {
+		if !maps.Equal(first, PortSet(e.Spec.GetPorts())) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+			break
+		}
+	}
 	var out []*registryv1.ServicePort
+	excluded := map[string][]*registryv1.ServicePort{}
 	byName := map[string]*registryv1.ServicePort{}
 	byNumber := map[protoPort]*registryv1.ServicePort{}
 	for _, e := range parts {
@@ -141,11 +157,13 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 			if q, ok := byName[p.GetName()]; ok {
 				if protocol(q.GetProtocol()) != np.protocol || q.GetPort() != np.port || q.GetAppProtocol() != p.GetAppProtocol() {
 					conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+					excluded[e.ClusterID] = append(excluded[e.ClusterID], p)
 				}
 				continue
 			}
 			if _, ok := byNumber[np]; ok {
 				conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+				excluded[e.ClusterID] = append(excluded[e.ClusterID], p)
 				continue
 			}
 			c := &registryv1.ServicePort{Name: p.GetName(), Protocol: np.protocol, AppProtocol: p.GetAppProtocol(), Port: p.GetPort()}
@@ -154,7 +172,38 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 			out = append(out, c)
 		}
 	}
+	return out, excluded
+}
+
+// missingPorts returns the ports of the union that an export's ports lack.
+func missingPorts(union, ports []*registryv1.ServicePort) []*registryv1.ServicePort {
+	have := PortSet(ports)
+	var out []*registryv1.ServicePort
+	for _, p := range union {
+		if !have[PortString(p)] {
+			out = append(out, p)
+		}
+	}
 	return out
+}
+
+// PortSet is a set of ports in a form that compares equal when the ports are the same:
+// "name/protocol/port/appProtocol", with an empty protocol as TCP.
+func PortSet(ports []*registryv1.ServicePort) map[string]bool {
+	out := make(map[string]bool, len(ports))
+	for _, p := range ports {
+		out[PortString(p)] = true
+	}
+	return out
+}
+
+// PortString names one port as PortSet does.
+func PortString(p *registryv1.ServicePort) string {
+	s := fmt.Sprintf("%s/%s/%d", p.GetName(), protocol(p.GetProtocol()), p.GetPort())
+	if p.GetAppProtocol() != "" {
+		s += "/" + p.GetAppProtocol()
+	}
+	return s
 }
 
 func protocol(p string) string {

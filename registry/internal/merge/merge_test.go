@@ -72,9 +72,13 @@ func TestConflicts(t *testing.T) {
 		{"app protocol differs", func(s *registryv1.ExportSpec) { s.Ports[0].AppProtocol = "kubernetes.io/h2c" }, []R{portC}, "a"},
 		{"same number under another name", func(s *registryv1.ExportSpec) { s.Ports[0].Name = "web" }, []R{portC}, "a"},
 		{"empty protocol equals TCP", func(s *registryv1.ExportSpec) { s.Ports[0].Protocol = "" }, nil, "a"},
-		{"an extra port is a union, not a conflict", func(s *registryv1.ExportSpec) {
+		// mcs-api v1beta1: PortConflict "if the ports are not identical in all the
+		// constituent Services"; the import still holds the union (checked below).
+		{"an extra port is a conflict", func(s *registryv1.ExportSpec) {
 			s.Ports = append(s.Ports, port("grpc", "TCP", 9000))
-		}, nil, "a"},
+		}, []R{portC}, "a"},
+		{"a missing port is a conflict", func(s *registryv1.ExportSpec) { s.Ports = nil }, []R{portC}, "a"},
+
 		{"type", func(s *registryv1.ExportSpec) { s.Type = headless }, []R{typeC}, "a"},
 		{"session affinity", func(s *registryv1.ExportSpec) { s.SessionAffinity = "ClientIP" }, []R{affC}, "a"},
 		{"explicit None equals empty", func(s *registryv1.ExportSpec) { s.SessionAffinity = "None" }, nil, "a"},
@@ -237,8 +241,44 @@ func TestPortUnion(t *testing.T) {
 	if want := "[http/TCP/80 metrics/TCP/9090 grpc/TCP/9000 dns/UDP/53]"; fmt.Sprint(got) != want {
 		t.Fatalf("ports = %v, want %s", got, want)
 	}
-	if len(imp.GetConflicts()) != 0 {
-		t.Fatalf("conflicts = %v", imp.GetConflicts())
+	// The sets differ: a PortConflict on both, each naming what its export lacks.
+	if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint([]R{portC}) {
+		t.Fatalf("conflicts = %v, want PortConflict", imp.GetConflicts())
+	}
+	missing := map[string]string{}
+	for _, c := range imp.GetClusters() {
+		var ps []string
+		for _, p := range c.GetMissingPorts() {
+			ps = append(ps, PortString(p))
+		}
+		missing[c.GetClusterId()] = fmt.Sprint(ps)
+		if len(c.GetExcludedPorts()) != 0 {
+			t.Fatalf("%s: excluded %v, want none", c.GetClusterId(), c.GetExcludedPorts())
+		}
+	}
+	if want := "map[a:[grpc/TCP/9000 dns/UDP/53] b:[metrics/TCP/9090]]"; fmt.Sprint(missing) != want {
+		t.Fatalf("missing ports = %v, want %s", missing, want)
+	}
+	if v := Verdict(imp, "b"); fmt.Sprint(len(v.GetMissingPorts())) != "1" {
+		t.Fatalf("verdict for b = %v", v)
+	}
+}
+
+// TestExcludedPorts: a port clashing with an older one is left out of the import and named
+// on the export that has it.
+func TestExcludedPorts(t *testing.T) {
+	imp := Service(svc, []store.Export{ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }), ex("a", time.Hour, nil)}, active("a", "b"), now)
+	var got []string
+	for _, c := range imp.GetClusters() {
+		for _, p := range c.GetMissingPorts() {
+			got = append(got, c.GetClusterId()+" lacks "+PortString(p))
+		}
+		for _, p := range c.GetExcludedPorts() {
+			got = append(got, c.GetClusterId()+" has "+PortString(p))
+		}
+	}
+	if want := "[b lacks http/TCP/80 b has http/TCP/81]"; fmt.Sprint(got) != want {
+		t.Fatalf("differences = %v, want %s", got, want)
 	}
 }
 
@@ -255,5 +295,46 @@ func TestDeterministic(t *testing.T) {
 		if got := Service(svc, rot, active("a", "b", "c"), now).String(); got != first {
 			t.Fatalf("run %d differs:\n%s\n%s", i, got, first)
 		}
+	}
+}
+
+// TestPortSets: the issue's example from the mcs-api rule — the import holds the union and
+// every participating export reports PortConflict; the order of ports does not matter.
+func TestPortSets(t *testing.T) {
+	ports := func(p ...*registryv1.ServicePort) func(*registryv1.ExportSpec) {
+		return func(s *registryv1.ExportSpec) { s.Ports = p }
+	}
+	tests := []struct {
+		name      string
+		old, newe func(*registryv1.ExportSpec)
+		want      []R
+		union     string
+	}{
+		{"tcp/42 udp/42 vs tcp/42 sctp/142",
+			ports(port("tcp", "TCP", 42), port("udp", "UDP", 42)), ports(port("tcp", "TCP", 42), port("sctp", "SCTP", 142)),
+			[]R{portC}, "[tcp/TCP/42 udp/UDP/42 sctp/SCTP/142]"},
+		{"same set, other order",
+			ports(port("http", "TCP", 80), port("grpc", "TCP", 9000)), ports(port("grpc", "TCP", 9000), port("http", "TCP", 80)),
+			nil, "[http/TCP/80 grpc/TCP/9000]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.newe), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
+			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			}
+			var got []string
+			for _, p := range imp.GetSpec().GetPorts() {
+				got = append(got, PortString(p))
+			}
+			if fmt.Sprint(got) != tc.union {
+				t.Fatalf("ports = %v, want %s", got, tc.union)
+			}
+			for _, c := range imp.GetClusters() {
+				if fmt.Sprint(c.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
+					t.Fatalf("cluster %s reports %v", c.GetClusterId(), c.GetConflicts())
+				}
+			}
+		})
 	}
 }

@@ -1383,6 +1383,10 @@ type ExportVerdict struct {
 	WinningClusterId string `protobuf:"bytes,2,opt,name=winning_cluster_id,json=winningClusterId,proto3" json:"winning_cluster_id,omitempty"`
 	// False when the export takes part in no import, because the cluster's lease expired.
 	Participating bool `protobuf:"varint,3,opt,name=participating,proto3" json:"participating,omitempty"`
+	// Ports of the import that this export lacks (see ImportCluster.missing_ports).
+	MissingPorts []*ServicePort `protobuf:"bytes,4,rep,name=missing_ports,json=missingPorts,proto3" json:"missing_ports,omitempty"`
+	// Ports of this export that the import leaves out (see ImportCluster.excluded_ports).
+	ExcludedPorts []*ServicePort `protobuf:"bytes,5,rep,name=excluded_ports,json=excludedPorts,proto3" json:"excluded_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1436,6 +1440,20 @@ func (x *ExportVerdict) GetParticipating() bool {
 		return x.Participating
 	}
 	return false
+}
+
+func (x *ExportVerdict) GetMissingPorts() []*ServicePort {
+	if x != nil {
+		return x.MissingPorts
+	}
+	return nil
+}
+
+func (x *ExportVerdict) GetExcludedPorts() []*ServicePort {
+	if x != nil {
+		return x.ExcludedPorts
+	}
+	return nil
 }
 
 // Export is one cluster's export of a Service.
@@ -2234,8 +2252,14 @@ type ImportCluster struct {
 	Conflicts []ConflictReason `protobuf:"varint,3,rep,packed,name=conflicts,proto3,enum=globaldiscoverymcs.registry.v1.ConflictReason" json:"conflicts,omitempty"`
 	// Set only when endpoints are requested.
 	EndpointGroups []*EndpointGroup `protobuf:"bytes,4,rep,name=endpoint_groups,json=endpointGroups,proto3" json:"endpoint_groups,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Ports of the import (the union of every export's ports) that this cluster's export
+	// lacks. Every export must have the same ports: any difference is a PortConflict.
+	MissingPorts []*ServicePort `protobuf:"bytes,5,rep,name=missing_ports,json=missingPorts,proto3" json:"missing_ports,omitempty"`
+	// Ports of this cluster's export that the import leaves out, because an older export
+	// has a different port with the same name or the same protocol and number.
+	ExcludedPorts []*ServicePort `protobuf:"bytes,6,rep,name=excluded_ports,json=excludedPorts,proto3" json:"excluded_ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
@@ -2292,6 +2316,20 @@ func (x *ImportCluster) GetConflicts() []ConflictReason {
 func (x *ImportCluster) GetEndpointGroups() []*EndpointGroup {
 	if x != nil {
 		return x.EndpointGroups
+	}
+	return nil
+}
+
+func (x *ImportCluster) GetMissingPorts() []*ServicePort {
+	if x != nil {
+		return x.MissingPorts
+	}
+	return nil
+}
+
+func (x *ImportCluster) GetExcludedPorts() []*ServicePort {
+	if x != nil {
+		return x.ExcludedPorts
 	}
 	return nil
 }
@@ -2767,11 +2805,13 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\rEndpointGroup\x12!\n" +
 	"\faddress_type\x18\x01 \x01(\tR\vaddressType\x12B\n" +
 	"\x05ports\x18\x02 \x03(\v2,.globaldiscoverymcs.registry.v1.EndpointPortR\x05ports\x12F\n" +
-	"\tendpoints\x18\x03 \x03(\v2(.globaldiscoverymcs.registry.v1.EndpointR\tendpoints\"\xb1\x01\n" +
+	"\tendpoints\x18\x03 \x03(\v2(.globaldiscoverymcs.registry.v1.EndpointR\tendpoints\"\xd7\x02\n" +
 	"\rExportVerdict\x12L\n" +
 	"\tconflicts\x18\x01 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts\x12,\n" +
 	"\x12winning_cluster_id\x18\x02 \x01(\tR\x10winningClusterId\x12$\n" +
-	"\rparticipating\x18\x03 \x01(\bR\rparticipating\"\x9f\x03\n" +
+	"\rparticipating\x18\x03 \x01(\bR\rparticipating\x12P\n" +
+	"\rmissing_ports\x18\x04 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\fmissingPorts\x12R\n" +
+	"\x0eexcluded_ports\x18\x05 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\rexcludedPorts\"\x9f\x03\n" +
 	"\x06Export\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -2850,13 +2890,15 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x03\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12H\n" +
 	"\x12export_create_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10exportCreateTime\x12L\n" +
 	"\tconflicts\x18\x03 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts\x12V\n" +
-	"\x0fendpoint_groups\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.EndpointGroupR\x0eendpointGroups\"\xdc\x02\n" +
+	"\x0fendpoint_groups\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.EndpointGroupR\x0eendpointGroups\x12P\n" +
+	"\rmissing_ports\x18\x05 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\fmissingPorts\x12R\n" +
+	"\x0eexcluded_ports\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\rexcludedPorts\"\xdc\x02\n" +
 	"\rServiceImport\x12D\n" +
 	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12>\n" +
 	"\x04spec\x18\x02 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12I\n" +
@@ -3007,65 +3049,69 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	20, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
 	19, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
 	3,  // 18: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	16, // 19: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 20: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 21: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	46, // 22: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	46, // 23: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
-	16, // 24: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 25: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	23, // 27: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
-	22, // 28: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	16, // 29: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	16, // 30: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 31: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 32: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	28, // 33: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
-	16, // 34: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	22, // 35: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	30, // 36: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
-	23, // 37: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
-	14, // 38: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	2,  // 39: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	15, // 40: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	43, // 41: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	44, // 42: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	46, // 43: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
-	3,  // 44: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	21, // 45: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	16, // 46: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	34, // 47: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	35, // 48: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	3,  // 49: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	36, // 50: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	36, // 51: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	16, // 52: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	6,  // 53: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 54: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 55: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	12, // 56: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	24, // 57: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	26, // 58: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	29, // 59: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	32, // 60: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	37, // 61: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	39, // 62: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 63: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 64: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	13, // 66: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	25, // 67: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	27, // 68: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	31, // 69: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	33, // 70: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	38, // 71: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	40, // 72: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	63, // [63:73] is the sub-list for method output_type
-	53, // [53:63] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	14, // 19: globaldiscoverymcs.registry.v1.ExportVerdict.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	14, // 20: globaldiscoverymcs.registry.v1.ExportVerdict.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	16, // 21: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 22: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 23: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	46, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	46, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	16, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 27: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 28: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	23, // 29: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
+	22, // 30: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	16, // 31: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	16, // 32: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 33: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	21, // 34: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	28, // 35: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
+	16, // 36: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	22, // 37: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	30, // 38: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
+	23, // 39: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
+	14, // 40: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 41: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	15, // 42: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	43, // 43: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	44, // 44: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	46, // 45: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	3,  // 46: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	21, // 47: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	14, // 48: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	14, // 49: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	16, // 50: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	34, // 51: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	35, // 52: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	3,  // 53: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	36, // 54: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	36, // 55: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	16, // 56: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	6,  // 57: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 58: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 59: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	12, // 60: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	24, // 61: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	26, // 62: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	29, // 63: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	32, // 64: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	37, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	39, // 66: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 67: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 68: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 69: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	13, // 70: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	25, // 71: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	27, // 72: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	31, // 73: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	33, // 74: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	38, // 75: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	40, // 76: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	67, // [67:77] is the sub-list for method output_type
+	57, // [57:67] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
