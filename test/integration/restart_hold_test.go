@@ -121,5 +121,11 @@ func TestRegistryRestartKeepsImports(t *testing.T) {
 			t.Errorf("%s lost the imported endpoints of %s during the registry restart", cls[i].Name, strings.Join(out, ", "))
 		}
 	}
+	// A quiet clusterset logs no reconciler error, through a restart too.
+	for i, ctl := range ctls[:2] {
+		if n := strings.Count(ctl.Output(), "Reconciler error"); n > 0 {
+			t.Errorf("%s: %d reconciler errors:\n%s", ids[i], n, grepLines(ctl.Output(), "Reconciler error"))
+		}
+	}
 	t.Logf("registry restart: 0 s without the endpoints of the returning clusters; the stopped cluster left %s after the restart (lease %s)", left.Round(10*time.Millisecond), lease)
 }

@@ -432,6 +432,7 @@ func portList(ports []*registryv1.ServicePort) string {
 
 // setConditions writes the conditions when they differ from the object's.
 func (r *Reconciler) setConditions(ctx context.Context, se *mcsv1beta1.ServiceExport, conds []metav1.Condition) error {
+	base := se.DeepCopy()
 	changed := false
 	for _, c := range conds {
 		c.ObservedGeneration = se.Generation
@@ -442,7 +443,9 @@ func (r *Reconciler) setConditions(ctx context.Context, se *mcsv1beta1.ServiceEx
 	if !changed {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Status().Update(ctx, se))
+	// A merge patch, not an update: the conditions are this controller's alone, and the
+	// cached object may be older than its own last write (no conflict error to log).
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, se, client.MergeFrom(base)))
 }
 
 // deleteExport removes the export from the registry when this process sent it, or when it

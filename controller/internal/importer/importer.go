@@ -291,8 +291,11 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, key types.Namespace
 	if equality.Semantic.DeepEqual(si.Spec, spec) && maps.Equal(si.Labels, labels) && maps.Equal(si.Annotations, annotations) {
 		return si, nil
 	}
+	// A merge patch, not an update: the cached object may be older than this controller's
+	// own last write, and the fields written here are this controller's alone.
+	base := si.DeepCopy()
 	si.Spec, si.Labels, si.Annotations = spec, labels, annotations
-	if err := r.Client.Update(ctx, si); err != nil {
+	if err := r.Client.Patch(ctx, si, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("update ServiceImport %s: %w", key, err)
 	}
 	r.write("ServiceImport", "update")
@@ -422,8 +425,9 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		ips = append(ips, svc.Spec.ClusterIPs...)
 	}
 	if !equality.Semantic.DeepEqual(si.Spec.IPs, ips) {
+		base := si.DeepCopy()
 		si.Spec.IPs = ips
-		if err := r.Client.Update(ctx, si); err != nil {
+		if err := r.Client.Patch(ctx, si, client.MergeFrom(base)); err != nil {
 			return fmt.Errorf("set spec.ips of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
 		}
 		r.write("ServiceImport", "update")
@@ -442,8 +446,11 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
 	}
+	// The status is this controller's alone: a merge patch cannot fail on a cached
+	// resourceVersion older than the last write (a quiet clusterset logs no conflict).
+	base := si.DeepCopy()
 	si.Status = *st
-	if err := r.Client.Status().Update(ctx, si); err != nil {
+	if err := r.Client.Status().Patch(ctx, si, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("update status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
 	}
 	r.write("ServiceImport", "update")
