@@ -163,6 +163,7 @@ func TestControllerExportPath(t *testing.T) {
 	// A ServiceExport without its Service.
 	mustCreate(t, cl, serviceExport("dynamo", "my-dgd-pool-relay"))
 	waitExport(t, cl, "dynamo", "my-dgd-pool-relay", "Valid=False NoService\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+	waitEvent(t, cl, "dynamo", "my-dgd-pool-relay", "NoService", "Valid=False NoService")
 
 	// The Service and its endpoints arrive: exported, endpoints in the registry.
 	mustCreate(t, cl, service("dynamo", "my-dgd-pool-relay", 80), slice("dynamo", "my-dgd-pool-relay", "my-dgd-pool-relay-abcde", "10.1.0.1", "10.1.0.2"))
@@ -187,6 +188,7 @@ func TestControllerExportPath(t *testing.T) {
 	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "external"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}
 	mustCreate(t, cl, ext, serviceExport("dynamo", "external"))
 	waitExport(t, cl, "dynamo", "external", "Valid=False InvalidServiceType\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+	waitEvent(t, cl, "dynamo", "external", "InvalidServiceType", "Valid=False InvalidServiceType")
 
 	// 65 ports: the registry rejects it; Ready=False Failed and an ExportFailed Event.
 	ports := make([]int32, 65)
@@ -302,6 +304,9 @@ func TestControllerConflict(t *testing.T) {
 	conflict := "Valid=True Valid\nReady=True Ready\nConflict=True PortConflict"
 	waitExport(t, b, "dynamo", "svc", conflict, 30*time.Second)
 	se := waitExport(t, a, "dynamo", "svc", conflict, 30*time.Second)
+	for _, c := range cls {
+		waitEvent(t, c, "dynamo", "svc", "PortConflict", "Conflict=True PortConflict")
+	}
 	if c := findCondition(se, "Conflict"); !strings.Contains(c.Message, "from cluster use1-a, wins") {
 		t.Fatalf("conflict message = %q", c.Message)
 	}
@@ -354,6 +359,55 @@ func TestControllerConflict(t *testing.T) {
 		})
 	}
 	waitImport(t, b, "dynamo", "sets", "ClusterSetIP [tcp/TCP/42 udp/UDP/42 sctp/SCTP/142] clusters=[use1-a usw2-a] ips svc:true []")
+
+	// Events mark transitions, not reconciles: svc entered the conflict once and left it
+	// once in each cluster, though each controller reconciled it many times meanwhile.
+	for i, c := range cls {
+		if got := countEvents(t, c, "dynamo", "svc", "PortConflict"); got != 1 {
+			t.Errorf("%s: %d PortConflict Events for svc, want 1:\n%s", c.Name, got, eventLines(ctx, c, "svc"))
+		}
+		// use1-a exported first (no conflict), then saw it, then its end; usw2-a entered
+		// in conflict, then left it.
+		if got, want := countEvents(t, c, "dynamo", "svc", "NoConflicts"), 2-i; got != want {
+			t.Errorf("%s: %d NoConflicts Events for svc, want %d:\n%s", c.Name, got, want, eventLines(ctx, c, "svc"))
+		}
+	}
+}
+
+// eventLines lists a ServiceExport's Events in time order, for failure messages.
+func eventLines(ctx context.Context, c *harness.Cluster, name string) string {
+	var events corev1.EventList
+	if err := c.Client.List(ctx, &events, client.InNamespace("dynamo")); err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "ServiceExport" && e.InvolvedObject.Name == name {
+			lines = append(lines, fmt.Sprintf("%s %s %s", e.EventTime.Format("15:04:05.000000"), e.Reason, e.Message))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// countEvents counts the Events of one reason for a ServiceExport, a series counting as
+// its length.
+func countEvents(t *testing.T, c *harness.Cluster, ns, name, reason string) int {
+	t.Helper()
+	var events corev1.EventList
+	if err := c.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "ServiceExport" && e.InvolvedObject.Name == name && e.Reason == reason {
+			n++
+			if e.Series != nil {
+				n += int(e.Series.Count) - 1
+			}
+		}
+	}
+	return n
 }
 
 func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {
@@ -388,6 +442,7 @@ func TestControllerPendingLeaseExpiryAndRestart(t *testing.T) {
 
 	reg.Stop(10 * time.Second)
 	waitExport(t, cl, "dynamo", "one", "Valid=True Valid\nReady=False ClusterLeaseExpired\nConflict=Unknown Pending", 30*time.Second)
+	waitEvent(t, cl, "dynamo", "one", "ClusterLeaseExpired", "Ready=False ClusterLeaseExpired")
 
 	start := time.Now()
 	reg.Restart(t) // an empty memory store on the same ports

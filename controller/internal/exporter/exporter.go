@@ -77,6 +77,9 @@ type sent struct {
 	content    *registryv1.ExportContent
 	generation int64
 	verdict    *registryv1.ExportVerdict
+	// written is the stored export's update time a put returned (zero after a sync): an
+	// import shows the write once its entry for this cluster is at least that new.
+	written time.Time
 	// rejected is the registry's INVALID_ARGUMENT message, when it refused the content.
 	rejected string
 	// at is when it was sent.
@@ -102,6 +105,10 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	sent map[types.NamespacedName]*sent
+	// announced is, per ServiceExport and condition type, the "status reason" last
+	// recorded as an Event: two reconciles that both read a cached object older than the
+	// first one's write see the same transition, and only one Event is recorded.
+	announced map[types.NamespacedName]map[string]string
 	// syncedGen is the session generation of the last SyncAll: a SyncAll of the same
 	// generation is a periodic verification.
 	syncedGen int64
@@ -112,6 +119,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sent = map[types.NamespacedName]*sent{}
+	r.announced = map[types.NamespacedName]map[string]string{}
 	r.events = make(chan event.TypedGenericEvent[*mcsv1beta1.ServiceExport], 1024)
 	sliceHandler := handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -314,7 +322,7 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 		}
 		switch status.Code(err) {
 		case codes.OK:
-			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict(), at: r.now()}
+			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}
 		case codes.InvalidArgument:
 			msg := status.Convert(err).Message()
 			if last == nil || last.rejected != msg {
@@ -339,13 +347,26 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	}
 	verdict := last.verdict
 	// The import, as the registry's watch last reported it, is newer than the put's verdict
-	// when other clusters changed their exports since.
+	// when other clusters changed their exports since — once it includes the put: an import
+	// without this cluster's last write would flip the condition back and forth.
 	imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name})
-	if imp != nil {
+	if own := entryOf(imp, r.ClusterID); own != nil && !own.GetExportUpdateTime().AsTime().Before(last.written) {
 		verdict = verdictFrom(imp, r.ClusterID)
+	} else {
+		imp = nil
 	}
 	return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry"),
 		conflictCondition(verdict, imp, r.ClusterID), result, nil
+}
+
+// entryOf returns the cluster's entry in an import, or nil.
+func entryOf(imp *registryv1.ServiceImport, clusterID string) *registryv1.ImportCluster {
+	for _, c := range imp.GetClusters() {
+		if c.GetClusterId() == clusterID {
+			return c
+		}
+	}
+	return nil
 }
 
 func verdictFrom(imp *registryv1.ServiceImport, clusterID string) *registryv1.ExportVerdict {
@@ -434,8 +455,12 @@ func portList(ports []*registryv1.ServicePort) string {
 func (r *Reconciler) setConditions(ctx context.Context, se *mcsv1beta1.ServiceExport, conds []metav1.Condition) error {
 	base := se.DeepCopy()
 	changed := false
+	var transitions []metav1.Condition
 	for _, c := range conds {
 		c.ObservedGeneration = se.Generation
+		if old := meta.FindStatusCondition(se.Status.Conditions, c.Type); old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			transitions = append(transitions, c)
+		}
 		if meta.SetStatusCondition(&se.Status.Conditions, c) {
 			changed = true
 		}
@@ -445,7 +470,42 @@ func (r *Reconciler) setConditions(ctx context.Context, se *mcsv1beta1.ServiceEx
 	}
 	// A merge patch, not an update: the conditions are this controller's alone, and the
 	// cached object may be older than its own last write (no conflict error to log).
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, se, client.MergeFrom(base)))
+	if err := r.Client.Status().Patch(ctx, se, client.MergeFrom(base)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, c := range transitions {
+		r.conditionEvent(se, c)
+	}
+	return nil
+}
+
+// conditionEvent records a condition's transition as an Event whose reason is the
+// condition's: Warning for a state that needs the user (Valid or Ready False, Conflict
+// True), Normal otherwise. Ready=False Failed has its own ExportFailed Event.
+func (r *Reconciler) conditionEvent(se *mcsv1beta1.ServiceExport, c metav1.Condition) {
+	if r.Recorder == nil || c.Reason == string(mcsv1beta1.ServiceExportReasonFailed) {
+		return
+	}
+	key, state := client.ObjectKeyFromObject(se), string(c.Status)+" "+c.Reason
+	r.mu.Lock()
+	if r.announced == nil {
+		r.announced = map[types.NamespacedName]map[string]string{}
+	}
+	if r.announced[key] == nil {
+		r.announced[key] = map[string]string{}
+	}
+	seen := r.announced[key][c.Type] == state
+	r.announced[key][c.Type] = state
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if (c.Type != string(mcsv1beta1.ServiceExportConditionConflict) && c.Status == metav1.ConditionFalse) ||
+		(c.Type == string(mcsv1beta1.ServiceExportConditionConflict) && c.Status == metav1.ConditionTrue) {
+		typ = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(se, nil, typ, c.Reason, c.Type, "%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 }
 
 // deleteExport removes the export from the registry when this process sent it, or when it
@@ -470,6 +530,7 @@ func (r *Reconciler) deleteExport(ctx context.Context, key types.NamespacedName)
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.sent, key)
+	delete(r.announced, key)
 	r.mu.Unlock()
 }
 

@@ -521,7 +521,7 @@ func (f Filter) view(imp *registryv1.ServiceImport) *registryv1.ServiceImport {
 		Conflicts: imp.GetConflicts(), Clusters: make([]*registryv1.ImportCluster, len(imp.GetClusters())),
 	}
 	for i, cl := range imp.GetClusters() {
-		out.Clusters[i] = &registryv1.ImportCluster{ClusterId: cl.GetClusterId(), ExportCreateTime: cl.GetExportCreateTime(), Conflicts: cl.GetConflicts(),
+		out.Clusters[i] = &registryv1.ImportCluster{ClusterId: cl.GetClusterId(), ExportCreateTime: cl.GetExportCreateTime(), ExportUpdateTime: cl.GetExportUpdateTime(), Conflicts: cl.GetConflicts(),
 			MissingPorts: cl.GetMissingPorts(), ExcludedPorts: cl.GetExcludedPorts()}
 	}
 	return out

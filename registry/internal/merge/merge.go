@@ -101,6 +101,7 @@ func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]s
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{
 			ClusterId:        e.ClusterID,
 			ExportCreateTime: timestamppb.New(e.CreateTime),
+			ExportUpdateTime: timestamppb.New(e.UpdateTime),
 			Conflicts:        slices.Clone(reasons),
 			EndpointGroups:   e.EndpointGroups,
 			MissingPorts:     missingPorts(ports, e.Spec.GetPorts()),

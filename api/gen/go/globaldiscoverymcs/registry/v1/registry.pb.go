@@ -2258,8 +2258,11 @@ type ImportCluster struct {
 	// Ports of this cluster's export that the import leaves out, because an older export
 	// has a different port with the same name or the same protocol and number.
 	ExcludedPorts []*ServicePort `protobuf:"bytes,6,rep,name=excluded_ports,json=excludedPorts,proto3" json:"excluded_ports,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When this cluster's export was last written: a client that wrote the export can tell
+	// whether this import already includes its write.
+	ExportUpdateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=export_update_time,json=exportUpdateTime,proto3" json:"export_update_time,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
@@ -2330,6 +2333,13 @@ func (x *ImportCluster) GetMissingPorts() []*ServicePort {
 func (x *ImportCluster) GetExcludedPorts() []*ServicePort {
 	if x != nil {
 		return x.ExcludedPorts
+	}
+	return nil
+}
+
+func (x *ImportCluster) GetExportUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExportUpdateTime
 	}
 	return nil
 }
@@ -2890,7 +2900,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x04\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12H\n" +
@@ -2898,7 +2908,8 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\tconflicts\x18\x03 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts\x12V\n" +
 	"\x0fendpoint_groups\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.EndpointGroupR\x0eendpointGroups\x12P\n" +
 	"\rmissing_ports\x18\x05 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\fmissingPorts\x12R\n" +
-	"\x0eexcluded_ports\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\rexcludedPorts\"\xdc\x02\n" +
+	"\x0eexcluded_ports\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\rexcludedPorts\x12H\n" +
+	"\x12export_update_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x10exportUpdateTime\"\xdc\x02\n" +
 	"\rServiceImport\x12D\n" +
 	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12>\n" +
 	"\x04spec\x18\x02 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12I\n" +
@@ -3080,38 +3091,39 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	21, // 47: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
 	14, // 48: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	14, // 49: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	16, // 50: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	34, // 51: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	35, // 52: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	3,  // 53: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	36, // 54: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	36, // 55: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	16, // 56: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	6,  // 57: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 58: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 59: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	12, // 60: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	24, // 61: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	26, // 62: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	29, // 63: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	32, // 64: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	37, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	39, // 66: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 67: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 68: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 69: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	13, // 70: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	25, // 71: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	27, // 72: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	31, // 73: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	33, // 74: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	38, // 75: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	40, // 76: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	67, // [67:77] is the sub-list for method output_type
-	57, // [57:67] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	46, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
+	16, // 51: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	34, // 52: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	35, // 53: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	3,  // 54: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	36, // 55: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	36, // 56: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	16, // 57: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	6,  // 58: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 59: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 60: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	12, // 61: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	24, // 62: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	26, // 63: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	29, // 64: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	32, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	37, // 66: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	39, // 67: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 68: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 69: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 70: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	13, // 71: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	25, // 72: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	27, // 73: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	31, // 74: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	33, // 75: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	38, // 76: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	40, // 77: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	68, // [68:78] is the sub-list for method output_type
+	58, // [58:68] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
