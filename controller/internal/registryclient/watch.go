@@ -257,23 +257,14 @@ func (w *ImportWatch) changed(keys []ServiceKey, held int) {
 // startHoldLocked holds what the importer sees now (held entries of an earlier hold
 // included: a second restart loses what returned after the first) after the epoch changed.
 func (w *ImportWatch) startHoldLocked(epoch string) {
-	before := make(map[ServiceKey]*registryv1.ServiceImport, len(w.imports))
-	for k := range w.imports {
-		before[k] = nil
+	before := maps.Clone(w.imports)
+	if before == nil {
+		before = map[ServiceKey]*registryv1.ServiceImport{}
 	}
 	if w.hold != nil {
-		for _, k := range w.hold.keys() {
-			before[k] = nil
-		}
-	}
-	for k := range before {
-		if w.hold == nil {
-			before[k] = w.imports[k]
-		} else {
+		for _, k := range append(w.hold.keys(), slices.Collect(maps.Keys(w.imports))...) {
 			before[k], _ = withHeld(w.imports[k], w.hold.before[k], w.hold.waiting)
 		}
-	}
-	if w.hold != nil {
 		w.endHoldLocked("the epoch changed again")
 	}
 	since := w.lost
