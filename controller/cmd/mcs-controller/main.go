@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/apicheck"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
@@ -167,6 +169,13 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
+		return err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	if err := apicheck.Check(disc, apicheck.MCS); err != nil {
 		return err
 	}
 	id, err := identity.Resolve(ctx, direct, o.clustersetID, o.clusterID, o.region)
