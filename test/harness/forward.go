@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"sync"
@@ -57,4 +58,23 @@ func (f *Forwarder) Close() {
 		_ = c.Close()
 	}
 	f.conn = map[net.Conn]struct{}{}
+}
+
+// TerminateTLS listens on a free loopback port, ends TLS there with the key pair, and
+// forwards the plaintext to target: a load balancer's TLS listener. alpn are the protocols
+// it offers in ALPN; none models a listener without an ALPN policy.
+func TerminateTLS(tb testing.TB, target, certFile, keyFile string, alpn ...string) *Forwarder {
+	tb.Helper()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		tb.Fatalf("harness: TLS terminator: %v", err)
+	}
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: alpn, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		tb.Fatalf("harness: TLS terminator: %v", err)
+	}
+	f := &Forwarder{Addr: lis.Addr().String(), lis: lis, conn: map[net.Conn]struct{}{}}
+	go f.serve(target)
+	tb.Cleanup(f.Close)
+	return f
 }

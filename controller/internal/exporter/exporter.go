@@ -285,17 +285,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *mcsv1beta1.ServiceExport, content *registryv1.ExportContent) (ready, conflict metav1.Condition, result reconcile.Result, err error) {
 	unknownConflict := cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending), "waiting for the registry's verdict")
 	st := r.Session.State()
+	// cause ends a message with why the registry could not be reached, when known.
+	cause := func(msg string) string {
+		if st.Problem != "" {
+			return msg + ": " + st.Problem
+		}
+		return msg
+	}
 	if !st.Registered {
 		if st.Ever && !st.LeaseValid {
 			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-				"the cluster's lease in the registry expired: heartbeats are not reaching the registry"), unknownConflict, reconcile.Result{}, nil
+				cause("the cluster's lease in the registry expired: heartbeats are not reaching the registry")), unknownConflict, reconcile.Result{}, nil
 		}
 		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
-			"waiting for the cluster to register with the registry"), unknownConflict, reconcile.Result{}, nil
+			cause("waiting for the cluster to register with the registry")), unknownConflict, reconcile.Result{}, nil
 	}
 	if !st.LeaseValid {
 		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-			"the cluster's lease in the registry expired: heartbeats are not reaching the registry"), unknownConflict, reconcile.Result{}, nil
+			cause("the cluster's lease in the registry expired: heartbeats are not reaching the registry")), unknownConflict, reconcile.Result{}, nil
 	}
 	r.mu.Lock()
 	last := r.sent[key]
@@ -334,8 +341,12 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
 				"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
 		default:
+			msg := "the registry did not answer; retrying"
+			if hint := registryclient.Diagnose(err); hint != "" {
+				msg += ": " + hint
+			}
 			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
-				"the registry did not answer; retrying"), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
+				msg), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
 		}
 		r.mu.Lock()
 		r.sent[key] = last

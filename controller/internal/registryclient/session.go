@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,6 +48,8 @@ type Session struct {
 	lastRenew  time.Time
 	renewals   int
 	kick       chan struct{}
+	// problem says why the last registration or renewal failed; "" after a success.
+	problem string
 }
 
 // State is the session as the export reconciler sees it.
@@ -59,6 +62,9 @@ type State struct {
 	Generation int64
 	// Ever: the cluster was registered at least once by this process.
 	Ever bool
+	// Problem says why the last registration or renewal failed, with the fix when the
+	// cause is a known misconfiguration (Diagnose); "" when it succeeded.
+	Problem string
 }
 
 func (s *Session) now() time.Time {
@@ -77,6 +83,7 @@ func (s *Session) State() State {
 		LeaseValid: !s.lastRenew.IsZero() && s.now().Before(s.lastRenew.Add(s.LeaseDuration)),
 		Generation: s.generation,
 		Ever:       s.generation > 0,
+		Problem:    s.problem,
 	}
 }
 
@@ -106,18 +113,30 @@ func (s *Session) Run(ctx context.Context) error {
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)
 	}
-	wasValid := false
+	wasValid, wasProblem := false, ""
 	for {
 		wait := s.RenewInterval
-		if err := s.step(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		err := s.step(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil
+		}
+		problem := ""
+		if err != nil {
+			hint := Diagnose(err)
+			if hint != "" {
+				s.Log.Warn("registry session", "error", err, "url", s.Pool.Current(), "hint", hint)
+				problem = hint
+			} else {
+				s.Log.Warn("registry session", "error", err, "url", s.Pool.Current())
+				problem = truncate(err.Error(), maxProblem)
 			}
-			s.Log.Warn("registry session", "error", err, "url", s.Pool.Current())
 			wait = s.RetryInterval
 		}
-		if valid := s.State().LeaseValid; valid != wasValid {
-			wasValid = valid
+		s.mu.Lock()
+		s.problem = problem
+		s.mu.Unlock()
+		if valid := s.State().LeaseValid; valid != wasValid || problem != wasProblem {
+			wasValid, wasProblem = valid, problem
 			s.notify()
 		}
 		// Wake before the lease could lapse unnoticed, and at once when kicked.
@@ -197,4 +216,17 @@ func (s *Session) step(ctx context.Context) error {
 		"lease", resp.GetCluster().GetLease().GetDuration().AsDuration(), "url", s.Pool.Current(), "generation", gen)
 	s.notify()
 	return nil
+}
+
+// maxProblem bounds State.Problem, which lands in a condition message.
+const maxProblem = 512
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

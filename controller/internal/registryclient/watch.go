@@ -117,7 +117,11 @@ func (w *ImportWatch) Run(ctx context.Context) error {
 		if received || ClustersetUnknown(err) {
 			backoff = time.Second
 		}
-		w.Log.Info("import watch ended; watching again", "error", err, "retry_in", backoff)
+		if hint := Diagnose(err); hint != "" {
+			w.Log.Warn("import watch ended; watching again", "error", err, "retry_in", backoff.String(), "hint", hint)
+		} else {
+			w.Log.Info("import watch ended; watching again", "error", err, "retry_in", backoff.String())
+		}
 		select {
 		case <-ctx.Done():
 			return nil
