@@ -126,6 +126,9 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	api := env.ControlPlane.GetAPIServer()
 	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(ports.apiServer)
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
+	// Owner references with blockOwnerDeletion need the owner's finalizers subresource, as
+	// on clusters that enforce it: the chart's RBAC must grant that.
+	api.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	etcd := &envtest.Etcd{}
 	env.ControlPlane.Etcd = etcd
 	etcd.URL = &url.URL{Scheme: "http", Host: Addr(ports.etcd)}

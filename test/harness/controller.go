@@ -1,13 +1,10 @@
 package harness
 
 import (
-	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Controller is a running mcs-controller.
@@ -18,23 +15,30 @@ type Controller struct {
 
 // StartController starts bin/mcs-controller against the cluster with extra flags (the
 // registry URL and identity flags among them), in namespace mcs-system for leader election,
-// and waits until its health endpoint answers.
+// and waits until its health endpoint answers. It runs as the chart's ServiceAccount
+// mcs-controller, under the RBAC the chart renders for the same flags; a permission refused
+// to it fails the test.
 func (c *Cluster) StartController(tb testing.TB, name string, args ...string) *Controller {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mcs-system"}}
-	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		tb.Fatalf("harness: create namespace mcs-system: %v", err)
-	}
 	ctl := &Controller{MetricsAddr: Addr(FreePort(tb)), ProbeAddr: Addr(FreePort(tb))}
 	all := append([]string{
-		"--kubeconfig=" + c.Kubeconfig,
+		"--kubeconfig=" + c.ControllerKubeconfig(tb, slices.Contains(args, "--create-namespaces")),
 		"--metrics-bind-address=" + ctl.MetricsAddr,
 		"--health-probe-bind-address=" + ctl.ProbeAddr,
 		"--leader-election-namespace=mcs-system",
 	}, args...)
 	ctl.Process = StartProcess(tb, name, Binary(tb, "mcs-controller"), all...)
+	FailOnForbidden(tb, ctl.Process)
 	ctl.WaitHTTP(tb, "http://"+ctl.ProbeAddr+"/healthz", 60*time.Second)
 	return ctl
+}
+
+// ControllerKubeconfig installs the chart's controller RBAC (with controller.createNamespaces
+// as given) into the cluster and returns a kubeconfig of its ServiceAccount.
+func (c *Cluster) ControllerKubeconfig(tb testing.TB, createNamespaces bool) string {
+	tb.Helper()
+	objs := RenderChart(tb, "registry.enabled=false", "controller.enabled=true",
+		"controller.registryUrls={https://mcs-registry.example:9090}", fmt.Sprintf("controller.createNamespaces=%t", createNamespaces))
+	c.Apply(tb, RBACObjects(objs, false)...)
+	return c.ServiceAccountKubeconfig(tb, ReleaseNamespace, "mcs-controller")
 }

@@ -18,6 +18,13 @@ func DecodeYAMLFile(tb testing.TB, path string) []*unstructured.Unstructured {
 	if err != nil {
 		tb.Fatalf("harness: %v", err)
 	}
+	return DecodeYAML(tb, path, raw)
+}
+
+// DecodeYAML reads multi-document YAML (from source, named in errors) into objects,
+// skipping empty documents.
+func DecodeYAML(tb testing.TB, source string, raw []byte) []*unstructured.Unstructured {
+	tb.Helper()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var out []*unstructured.Unstructured
 	for {
@@ -26,7 +33,7 @@ func DecodeYAMLFile(tb testing.TB, path string) []*unstructured.Unstructured {
 			if errors.Is(err, io.EOF) {
 				return out
 			}
-			tb.Fatalf("harness: decode %s: %v", path, err)
+			tb.Fatalf("harness: decode %s: %v", source, err)
 		}
 		if len(u.Object) > 0 {
 			out = append(out, u)

@@ -63,8 +63,8 @@ func BenchmarkGlobalDiscoveryService10kSlices(b *testing.B) {
 		port := harness.FreePort(b)
 		base := "http://" + harness.Addr(port)
 		start := time.Now()
-		gds := harness.StartProcess(b, "global-discovery-service", harness.Binary(b, "global-discovery-service"),
-			"--listen="+harness.Addr(port), "--pool-discovery=mcs", "--kubeconfig="+cl.Kubeconfig,
+		gds := cl.StartGlobalDiscoveryService(b, "global-discovery-service",
+			"--listen="+harness.Addr(port), "--pool-discovery=mcs",
 			"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 		gds.WaitHTTP(b, base+"/readyz", 2*time.Minute)
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-ready")

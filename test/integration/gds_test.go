@@ -78,8 +78,8 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 	)
 	port := harness.FreePort(t)
 	base := "http://" + harness.Addr(port)
-	gds := harness.StartProcess(t, "global-discovery-service", harness.Binary(t, "global-discovery-service"),
-		"--listen="+harness.Addr(port), "--pool-discovery=mcs", "--kubeconfig="+cl.Kubeconfig,
+	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
+		"--listen="+harness.Addr(port), "--pool-discovery=mcs",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	gds.WaitHTTP(t, base+"/readyz", 30*time.Second)
 
@@ -150,8 +150,8 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 
 	// A router port name that does not exist: no routers, and a log line naming it.
 	port2 := harness.FreePort(t)
-	wrong := harness.StartProcess(t, "global-discovery-service-wrong-port", harness.Binary(t, "global-discovery-service"),
-		"--listen="+harness.Addr(port2), "--pool-discovery=mcs", "--kubeconfig="+cl.Kubeconfig,
+	wrong := cl.StartGlobalDiscoveryService(t, "global-discovery-service-wrong-port",
+		"--listen="+harness.Addr(port2), "--pool-discovery=mcs",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=grpc")
 	wrong.WaitHTTP(t, "http://"+harness.Addr(port2)+"/readyz", 30*time.Second)
 	waitBody(t, "http://"+harness.Addr(port2)+"/routers", `{"api_version":"gds.dynamo.nvidia.com/v1","routers":[]}`+"\n")
@@ -174,8 +174,8 @@ func TestGlobalDiscoveryServiceKarmada(t *testing.T) {
 	)
 	port := harness.FreePort(t)
 	base := "http://" + harness.Addr(port)
-	gds := harness.StartProcess(t, "global-discovery-service", harness.Binary(t, "global-discovery-service"),
-		"--listen="+harness.Addr(port), "--pool-discovery=karmada", "--kubeconfig="+cl.Kubeconfig,
+	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
+		"--listen="+harness.Addr(port), "--pool-discovery=karmada",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	gds.WaitHTTP(t, base+"/readyz", 30*time.Second)
 	waitBody(t, base+"/pools", `{"api_version":"gds.dynamo.nvidia.com/v1","pools":[`+
