@@ -199,17 +199,26 @@ func TestControllerExportPath(t *testing.T) {
 	waitExport(t, cl, "dynamo", "too-many-ports", "Valid=True Valid\nReady=False Failed\nConflict=False NoConflicts", 30*time.Second)
 	waitEvent(t, cl, "dynamo", "too-many-ports", "ExportFailed", "spec.ports: 65 ports, at most 64 allowed")
 
-	// A ServiceExport written as v1alpha1 is exported like any other.
+	// A ServiceExport written as v1alpha1, as the Dynamo operator writes it (empty spec,
+	// controlled by a DynamoGraphDeployment), is exported like any other and never taken
+	// over.
 	mustCreate(t, cl, service("dynamo", "alpha", 80))
 	alpha := &unstructured.Unstructured{}
 	alpha.SetAPIVersion("multicluster.x-k8s.io/v1alpha1")
 	alpha.SetKind("ServiceExport")
 	alpha.SetNamespace("dynamo")
 	alpha.SetName("alpha")
+	yes := true
+	dgd := metav1.OwnerReference{APIVersion: "nvidia.com/v1alpha1", Kind: "DynamoGraphDeployment", Name: "my-dgd",
+		UID: "0b4f7c3e-5d0a-4b7e-9a51-3f1f2f8c9d10", Controller: &yes, BlockOwnerDeletion: &yes}
+	alpha.SetOwnerReferences([]metav1.OwnerReference{dgd})
 	if err := cl.Client.Create(ctx, alpha); err != nil {
 		t.Fatal(err)
 	}
-	waitExport(t, cl, "dynamo", "alpha", readyConditions, 30*time.Second)
+	se = waitExport(t, cl, "dynamo", "alpha", readyConditions, 30*time.Second)
+	if len(se.OwnerReferences) != 1 || se.OwnerReferences[0].UID != dgd.UID {
+		t.Fatalf("the operator's ServiceExport lost its owner: %+v", se.OwnerReferences)
+	}
 
 	// Export by label: a ServiceExport owned by the Service; removing the label deletes it
 	// and its export.

@@ -28,6 +28,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/apicheck"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/cleanup"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
@@ -79,7 +80,12 @@ type options struct {
 	showVersion         bool
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "cleanup" {
+		os.Exit(runCleanup(os.Args[2:]))
+	}
+	os.Exit(run())
+}
 
 func run() int {
 	var o options
@@ -98,7 +104,7 @@ func run() int {
 	fs.DurationVar(&o.endpointBatchPeriod, "endpoint-batch-period", 500*time.Millisecond, "EndpointSlice changes of one Service within this period are sent in one write.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among the replicas; only the leader writes to the registry.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty: $POD_NAMESPACE, else mcs-system.")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "mcs-controller.multicluster.dynamo.nvidia.com", "Name of the leader-election Lease.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", defaultLeaderElectionID, "Name of the leader-election Lease.")
 	fs.DurationVar(&o.leaderLeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader holds the Lease without renewing it.")
 	fs.DurationVar(&o.leaderRenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before it steps down.")
 	fs.DurationVar(&o.leaderRetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to take the Lease.")
@@ -134,6 +140,97 @@ func run() int {
 	return 0
 }
 
+// runCleanup is "mcs-controller cleanup": for an uninstall, it removes what the controller
+// wrote into the cluster once the controller has stopped.
+func runCleanup(args []string) int {
+	fs := flag.NewFlagSet("mcs-controller cleanup", flag.ContinueOnError)
+	var (
+		namespaces stringList
+		kubeconfig string
+		leNS, leID string
+		wait       time.Duration
+		logLevel   string
+	)
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; empty: $KUBECONFIG, else the in-cluster configuration.")
+	fs.Var(&namespaces, "watch-namespaces", "Namespaces to clean, comma-separated; empty: all.")
+	fs.StringVar(&leNS, "leader-election-namespace", "", "Namespace of the controller's leader-election Lease; empty: $POD_NAMESPACE, else mcs-system.")
+	fs.StringVar(&leID, "leader-election-id", defaultLeaderElectionID, "Name of the controller's leader-election Lease; empty: do not wait for it.")
+	fs.DurationVar(&wait, "wait", 2*time.Minute, "How long to wait for the controller to release its leader-election Lease before giving up.")
+	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: --log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("version", version.Version)
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	if kubeconfig != "" {
+		// controller-runtime's config loader reads its own --kubeconfig flag.
+		if err := flag.CommandLine.Set("kubeconfig", kubeconfig); err != nil {
+			fmt.Fprintf(os.Stderr, "mcs-controller cleanup: --kubeconfig: %v\n", err)
+			return 2
+		}
+	}
+	if err := cleanupCluster(ctrl.SetupSignalHandler(), []string(namespaces), leaderNamespace(leNS), leID, wait, log); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func cleanupCluster(ctx context.Context, namespaces []string, leNS, leID string, wait time.Duration, log *slog.Logger) error {
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	opts := cleanup.Options{Namespaces: namespaces, Wait: wait, Log: log}
+	if leID != "" {
+		opts.LeaderLease = client.ObjectKey{Namespace: leNS, Name: leID}
+	}
+	res, err := cleanup.Run(ctx, c, opts)
+	if err != nil {
+		return fmt.Errorf("%w (so far: %s)", err, res)
+	}
+	log.Info("cleanup done: "+res.String(), "finalizers_removed", res.FinalizersRemoved, "exports_deleted", res.ExportsDeleted,
+		"imports_deleted", res.ImportsDeleted, "services_deleted", res.ServicesDeleted, "endpointslices_deleted", res.SlicesDeleted)
+	return nil
+}
+
+// leaderNamespace is the namespace of the leader-election Lease: the flag, else the pod's.
+func leaderNamespace(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "mcs-system"
+}
+
+// newScheme holds the built-in types and the MCS v1beta1 types.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+const defaultLeaderElectionID = "mcs-controller.multicluster.dynamo.nvidia.com"
+
 func (o options) validate() ([]registryclient.Target, error) {
 	targets, err := registryclient.ParseURLs(o.registryURLs, o.allowInsecureHTTP)
 	if err != nil {
@@ -157,11 +254,9 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
-		if err := add(scheme); err != nil {
-			return err
-		}
+	scheme, err := newScheme()
+	if err != nil {
+		return err
 	}
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -188,12 +283,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	log.Info("cluster identity", "clusterset", id.Clusterset, "cluster", id.ClusterID, "region", id.Region,
 		"clusterset_from", id.Sources["clusterset"], "cluster_from", id.Sources["cluster"], "region_from", id.Sources["region"])
 
-	leNS := o.leaderElectionNS
-	if leNS == "" {
-		if leNS = os.Getenv("POD_NAMESPACE"); leNS == "" {
-			leNS = "mcs-system"
-		}
-	}
+	leNS := leaderNamespace(o.leaderElectionNS)
 	cacheOpts := cache.Options{}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}

@@ -1,0 +1,251 @@
+// Package docs checks the documentation against the repository: every link resolves, every
+// path the deployment guide names exists, and its Helm commands render.
+package docs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// markdownFiles are the documents users read.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	r := root(t)
+	files, err := filepath.Glob(filepath.Join(r, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(files, filepath.Join(r, "README.md"), filepath.Join(r, "charts", "global-discovery-mcs", "README.md"))
+}
+
+var (
+	linkRE    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	headingRE = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	slugDrop  = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+)
+
+// slug is the anchor GitHub gives a heading.
+func slug(heading string) string {
+	return strings.ReplaceAll(slugDrop.ReplaceAllString(strings.ToLower(strings.TrimSpace(heading)), ""), " ", "-")
+}
+
+func anchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range headingRE.FindAllStringSubmatch(stripCode(string(raw)), -1) {
+		out[slug(m[1])] = true
+	}
+	return out
+}
+
+// stripCode drops fenced code blocks, whose lines are not headings.
+func stripCode(s string) string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestLinks: every relative link of the documents names a file that exists, and every
+// #anchor a heading of that file.
+func TestLinks(t *testing.T) {
+	for _, f := range markdownFiles(t) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(stripCode(string(raw)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := f
+			if file != "" {
+				path = filepath.Join(filepath.Dir(f), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %q: %v", rel(t, f), target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchors(t, path)[anchor] {
+				t.Errorf("%s: link %q: no heading #%s in %s", rel(t, f), target, anchor, rel(t, path))
+			}
+		}
+	}
+}
+
+func rel(t *testing.T, p string) string {
+	r, err := filepath.Rel(root(t), p)
+	if err != nil {
+		return p
+	}
+	return r
+}
+
+var (
+	repoPathRE = regexp.MustCompile("(?:^|[\\s`(=])((?:charts|gds-client|docs|hack|controller|registry|admin|api|test)/[A-Za-z0-9._/-]*[A-Za-z0-9_/])")
+	binRE      = regexp.MustCompile("(?:^|[\\s`])bin/([a-z0-9-]+)")
+	makeRE     = regexp.MustCompile("^make ((?:[a-z][a-z0-9-]* ?)+)")
+	inlineRE   = regexp.MustCompile("`([^`]+)`")
+)
+
+// TestDeployGuidePaths: every repository path, binary and make target docs/deploy.md names
+// exists.
+func TestDeployGuidePaths(t *testing.T) {
+	r := root(t)
+	raw, err := os.ReadFile(filepath.Join(r, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	paths := 0
+	for _, m := range repoPathRE.FindAllStringSubmatch(doc, -1) {
+		paths++
+		if _, err := os.Stat(filepath.Join(r, m[1])); err != nil {
+			t.Errorf("docs/deploy.md names %s: %v", m[1], err)
+		}
+	}
+	if paths < 5 {
+		t.Fatalf("found only %d repository paths in docs/deploy.md; the pattern is broken", paths)
+	}
+	build, err := os.ReadFile(filepath.Join(r, "hack", "build-binaries.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range binRE.FindAllStringSubmatch(doc, -1) {
+		if !strings.Contains(string(build), m[1]) {
+			t.Errorf("docs/deploy.md names bin/%s, which make build does not build", m[1])
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(r, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make commands: in bash blocks and in inline code.
+	var lines []string
+	lines = append(lines, shellCommands(doc)...)
+	for _, m := range inlineRE.FindAllStringSubmatch(stripCode(doc), -1) {
+		lines = append(lines, m[1])
+	}
+	targets := 0
+	for _, l := range lines {
+		m := makeRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		targets++
+		for _, target := range strings.Fields(m[1]) {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(makefile) {
+				t.Errorf("docs/deploy.md runs make %s, which the Makefile lacks", target)
+			}
+		}
+	}
+	if targets == 0 {
+		t.Error("found no make command in docs/deploy.md; the pattern is broken")
+	}
+}
+
+// TestDeployGuideHelmCommands: every helm install of docs/deploy.md renders with the
+// repository's chart (as helm template, with the same flags).
+func TestDeployGuideHelmCommands(t *testing.T) {
+	r := root(t)
+	raw, err := os.ReadFile(filepath.Join(r, "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := 0
+	for _, cmd := range shellCommands(string(raw)) {
+		if !strings.HasPrefix(cmd, "helm install ") {
+			continue
+		}
+		cmds++
+		args := splitArgs(strings.TrimPrefix(cmd, "helm install "))
+		c := exec.Command(harness.Binary(t, "helm"), append([]string{"template"}, args...)...)
+		c.Dir = r
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s\n: %v\n%s", cmd, err, out)
+		}
+	}
+	if cmds < 5 {
+		t.Fatalf("found %d helm install commands in docs/deploy.md, want the manual's 5 or more", cmds)
+	}
+}
+
+// shellCommands returns the commands of the bash blocks, continuation lines joined.
+func shellCommands(doc string) []string {
+	var out []string
+	in := false
+	cur := ""
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(l, "```bash"):
+			in = true
+		case strings.HasPrefix(l, "```"):
+			in = false
+		case in:
+			l = strings.TrimSpace(l)
+			if strings.HasSuffix(l, "\\") {
+				cur += strings.TrimSuffix(l, "\\")
+				continue
+			}
+			out = append(out, strings.TrimSpace(cur+l))
+			cur = ""
+		}
+	}
+	return out
+}
+
+// splitArgs splits a command line on spaces, honouring single quotes.
+func splitArgs(s string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, any := false, false
+	for _, c := range s {
+		switch {
+		case c == '\'':
+			quoted, any = !quoted, true
+		case c == ' ' && !quoted:
+			if any {
+				out = append(out, cur.String())
+				cur.Reset()
+				any = false
+			}
+		default:
+			cur.WriteRune(c)
+			any = true
+		}
+	}
+	if any {
+		out = append(out, cur.String())
+	}
+	return out
+}
