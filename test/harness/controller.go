@@ -28,7 +28,7 @@ func (c *Cluster) StartController(tb testing.TB, name string, args ...string) *C
 		"--leader-election-namespace=mcs-system",
 	}, args...)
 	ctl.Process = StartProcess(tb, name, Binary(tb, "mcs-controller"), all...)
-	FailOnForbidden(tb, ctl.Process)
+	FailOnForbidden(tb, ctl.Process, c)
 	ctl.WaitHTTP(tb, "http://"+ctl.ProbeAddr+"/healthz", 60*time.Second)
 	return ctl
 }

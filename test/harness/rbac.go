@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,17 +123,109 @@ current-context: %[4]s
 	return path
 }
 
-// FailOnForbidden fails the test at its end when the process logged an authorization
-// refusal: a permission its RBAC lacks.
-func FailOnForbidden(tb testing.TB, p *Process) {
-	tb.Cleanup(func() {
-		for _, line := range strings.Split(p.Output(), "\n") {
-			if strings.Contains(line, "forbidden") {
-				tb.Errorf("%s was refused a permission its RBAC should give: %s", p.Name, line)
-				return
+// refusalRE matches the API server's "forbidden" message as logs quote it (quotes may be
+// escaped): the user, verb, resource[/subresource], group and namespace.
+var refusalRE = regexp.MustCompile(`User \\?"([^"\\]+)\\?" cannot ([a-z]+) resource \\?"([^"\\]+)\\?" in API group \\?"([^"\\]*)\\?"(?: in the namespace \\?"([^"\\]+)\\?")?`)
+
+// FailOnForbidden fails the test when the process logged an authorization refusal its
+// RBAC should not have given. Each refusal is asked again of the API server (a
+// SubjectAccessReview, retried for a few seconds) while the test runs, so one the API
+// server gave while its RBAC caches were still loading after a restart does not count, and
+// one the RBAC really lacks does.
+func FailOnForbidden(tb testing.TB, p *Process, c *Cluster) {
+	var (
+		mu      sync.Mutex
+		checked int // lines of the output already looked at
+		refused string
+	)
+	scan := func(final bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines := strings.Split(p.Output(), "\n")
+		if !final && len(lines) > 0 {
+			lines = lines[:len(lines)-1] // the last line may be incomplete
+		}
+		for ; checked < len(lines) && refused == ""; checked++ {
+			line := lines[checked]
+			if !strings.Contains(line, "forbidden") {
+				continue
+			}
+			m := refusalRE.FindStringSubmatch(line)
+			if m == nil {
+				refused = line
+				break
+			}
+			switch c.allowedSoon(m[1], m[2], m[3], m[4], m[5]) {
+			case denied:
+				refused = line
+			case unknown:
+				tb.Logf("harness: could not check a refusal (the API server is gone): %s", line)
 			}
 		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+				scan(false)
+			}
+		}
+	}()
+	tb.Cleanup(func() {
+		close(stop)
+		<-done
+		scan(true)
+		if refused != "" {
+			tb.Errorf("%s was refused a permission its RBAC should give: %s", p.Name, refused)
+		}
 	})
+}
+
+type verdict int
+
+const (
+	allowed verdict = iota
+	denied
+	unknown
+)
+
+// allowedSoon asks the API server whether the ServiceAccount user may do it, for up to ten
+// seconds until it says yes.
+func (c *Cluster) allowedSoon(user, verb, resource, group, namespace string) verdict {
+	v := unknown
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if v = c.allowed(user, verb, resource, group, namespace); v == allowed {
+			return v
+		}
+	}
+	return v
+}
+
+// allowed asks the API server whether the ServiceAccount user may do it now.
+func (c *Cluster) allowed(user, verb, resource, group, namespace string) verdict {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups := []string{"system:authenticated", "system:serviceaccounts"}
+	if parts := strings.Split(user, ":"); len(parts) == 4 && parts[0] == "system" && parts[1] == "serviceaccount" {
+		groups = append(groups, "system:serviceaccounts:"+parts[2])
+	}
+	res, sub, _ := strings.Cut(resource, "/")
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: groups,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: res, Subresource: sub},
+	}}
+	if err := c.Client.Create(ctx, sar); err != nil {
+		return unknown
+	}
+	if sar.Status.Allowed {
+		return allowed
+	}
+	return denied
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -157,6 +252,6 @@ func (c *Cluster) StartGlobalDiscoveryService(tb testing.TB, name string, args .
 	c.Apply(tb, rbac...)
 	p := StartProcess(tb, name, Binary(tb, "global-discovery-service"),
 		append([]string{"--kubeconfig=" + c.ServiceAccountKubeconfig(tb, sa.Namespace, sa.Name)}, args...)...)
-	FailOnForbidden(tb, p)
+	FailOnForbidden(tb, p, c)
 	return p
 }

@@ -531,6 +531,10 @@ func (r *Reconciler) deleteExport(ctx context.Context, key types.NamespacedName)
 	if f := r.Metrics.ExportWrite; f != nil {
 		f("delete", err == nil)
 	}
+	if status.Code(err) == codes.FailedPrecondition {
+		// The registry does not hold the cluster's lease: register again, then retry.
+		r.Session.Lost()
+	}
 	if err != nil {
 		return fmt.Errorf("delete export %s from the registry: %w", key, err)
 	}

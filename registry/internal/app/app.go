@@ -147,7 +147,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		az = &authz.Authorizer{TrustDomain: cfg.TrustDomain, Admins: cfg.AdminIdentities, Log: log, Denied: m.denied}
 		unary, stream = append(unary, az.Unary), append(stream, az.Stream)
 	}
+	decoding := server.NewDecoding()
 	grpcOpts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(decoding.Codec()),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
@@ -162,7 +164,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	grpcServer := grpc.NewServer(grpcOpts...)
 	healthServer := health.NewServer()
 	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
-		registryv1.RegisterRegistryServiceServer(s, svc)
+		s.RegisterService(decoding.ServiceDesc(), svc)
 		healthpb.RegisterHealthServer(s, healthServer)
 	}
 	reflection.Register(grpcServer)

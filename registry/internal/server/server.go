@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -57,9 +58,16 @@ func New(opts Options) *Server {
 
 var _ registryv1.RegistryServiceServer = (*Server)(nil)
 
+// maxStatusMessage bounds the message of an error status the registry sends.
+const maxStatusMessage = 8 << 10
+
 func invalid(errs validate.Errors) error {
 	if err := errs.Err(); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		msg := err.Error()
+		if len(msg) > maxStatusMessage {
+			msg = strings.ToValidUTF8(msg[:maxStatusMessage], "") + "…"
+		}
+		return status.Error(codes.InvalidArgument, msg)
 	}
 	return nil
 }
@@ -110,13 +118,11 @@ func clusterProto(c store.Cluster, now time.Time) *registryv1.Cluster {
 func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterClusterRequest) (*registryv1.RegisterClusterResponse, error) {
 	var errs validate.Errors
 	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
-	if len(req.GetRegion()) > 63 {
-		errs = append(errs, fmt.Sprintf("region: %d characters, at most 63 allowed", len(req.GetRegion())))
-	}
+	validate.Region(&errs, "region", req.GetRegion())
 	lease := req.GetLeaseDuration().AsDuration()
 	if req.GetLeaseDuration() != nil {
 		if err := req.GetLeaseDuration().CheckValid(); err != nil {
-			errs = append(errs, "lease_duration: "+err.Error())
+			errs.Add("lease_duration", "%s", err.Error())
 		}
 	}
 	validate.LeaseDuration(&errs, "lease_duration", lease)
@@ -289,6 +295,11 @@ func (s *Server) DeleteExport(ctx context.Context, req *registryv1.DeleteExportR
 		return nil, err
 	}
 	key := store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}
+	// Like every write: a cluster whose lease expired may be a stale leader, and must
+	// register (and sync) again before it changes anything.
+	if err := s.activeCluster(ctx, key); err != nil {
+		return nil, err
+	}
 	svc := serviceKey(req.GetService())
 	ok, err := s.store.DeleteExport(ctx, key, svc)
 	if err != nil {
@@ -303,17 +314,22 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	var errs validate.Errors
 	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
 	if n := len(req.GetExports()); n > validate.MaxExportsPerSync {
-		errs = append(errs, fmt.Sprintf("exports: %d exports, at most %d allowed", n, validate.MaxExportsPerSync))
+		// Counts first: nothing of a request above the limit is looked at.
+		errs.Add("exports", "%d exports, at most %d allowed", n, validate.MaxExportsPerSync)
+		return nil, invalid(errs)
 	}
 	seen := map[store.ServiceKey]bool{}
 	for i, x := range req.GetExports() {
+		if errs.Full() {
+			break
+		}
 		f := fmt.Sprintf("exports[%d]", i)
 		validate.ServiceKey(&errs, f+".service", x.GetService())
 		validate.ExportSpec(&errs, f+".spec", x.GetSpec())
 		validate.EndpointGroups(&errs, f+".endpoint_groups", x.GetEndpointGroups())
 		k := serviceKey(x.GetService())
 		if seen[k] {
-			errs = append(errs, fmt.Sprintf("%s.service: %s appears more than once", f, k))
+			errs.Add(f+".service", "%s appears more than once", k.String())
 		}
 		seen[k] = true
 	}

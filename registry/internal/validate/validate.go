@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
@@ -39,19 +40,66 @@ var (
 	dnsSub     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
 
-// Errors collects field errors.
-type Errors []string
+// MaxErrors is how many field errors one request reports; the others are only counted, so
+// the answer to a bad request stays small however large the request is.
+const MaxErrors = 10
 
-func (e *Errors) add(field, format string, args ...any) {
-	*e = append(*e, field+": "+fmt.Sprintf(format, args...))
+// maxQuoted bounds a value or field name repeated in an error message.
+const maxQuoted = 80
+
+// Errors collects the first MaxErrors field errors; validators stop once it is Full.
+type Errors struct {
+	list []string
+	more int
 }
 
-// Err returns nil when there are no errors, else one error listing them all.
-func (e Errors) Err() error {
-	if len(e) == 0 {
+// Add records an error of field. String arguments longer than a few dozen characters are
+// cut, so an error never repeats a large part of the request.
+func (e *Errors) Add(field, format string, args ...any) {
+	if len(e.list) >= MaxErrors {
+		e.more++
+		return
+	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = cut(s)
+		}
+	}
+	e.list = append(e.list, cut(field)+": "+fmt.Sprintf(format, args...))
+}
+
+func (e *Errors) add(field, format string, args ...any) { e.Add(field, format, args...) }
+
+// Full reports that no more errors will be listed: validation can stop.
+func (e *Errors) Full() bool { return len(e.list) >= MaxErrors }
+
+// Len is the number of errors found, listed or not.
+func (e *Errors) Len() int { return len(e.list) + e.more }
+
+// Err returns nil when there are no errors, else one error listing the first MaxErrors and
+// counting the others.
+func (e *Errors) Err() error {
+	if len(e.list) == 0 {
 		return nil
 	}
-	return errors.New(strings.Join(e, "; "))
+	msg := strings.Join(e.list, "; ")
+	if len(e.list) >= MaxErrors {
+		// Validation stops at the cap, so the rest is not counted: say so.
+		msg += fmt.Sprintf("; and possibly more: only the first %d errors are reported", MaxErrors)
+	}
+	return errors.New(msg)
+}
+
+// cut shortens s to maxQuoted bytes (on a rune boundary), saying how long it was.
+func cut(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:n], len(s))
 }
 
 // DNSLabel checks an RFC 1123 label: clusterset, cluster id, namespace.
@@ -92,6 +140,14 @@ func ServiceKey(errs *Errors, field string, k *registryv1.ServiceKey) {
 	}
 	DNSLabel(errs, field+".namespace", k.GetNamespace())
 	ServiceName(errs, field+".name", k.GetName())
+}
+
+// Region checks a cluster's region: optional, a label value (at most 63 letters, digits,
+// '-', '_' and '.'), as in the topology.kubernetes.io/region label it usually comes from.
+func Region(errs *Errors, field, v string) {
+	if len(v) > 63 || !labelValue.MatchString(v) {
+		errs.add(field, "%q must be at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit", v)
+	}
 }
 
 // LeaseDuration checks a requested lease; zero means the default.
@@ -266,12 +322,18 @@ func EndpointGroups(errs *Errors, field string, groups []*registryv1.EndpointGro
 			}
 		}
 		for j, e := range g.GetEndpoints() {
+			if errs.Full() {
+				return
+			}
 			ef := fmt.Sprintf("%s.endpoints[%d]", gf, j)
 			n := len(e.GetAddresses())
 			if n == 0 || n > MaxAddressesPerEndpoint {
 				errs.add(ef+".addresses", "%d addresses, must be between 1 and %d", n, MaxAddressesPerEndpoint)
 			}
 			for k, a := range e.GetAddresses() {
+				if k >= MaxAddressesPerEndpoint || errs.Full() {
+					break
+				}
 				address(errs, fmt.Sprintf("%s.addresses[%d]", ef, k), at, a)
 			}
 			if h := e.GetHostname(); h != "" && (len(h) > 63 || !dnsLabel.MatchString(h)) {

@@ -114,8 +114,47 @@ func TestNames(t *testing.T) {
 	var errs Errors
 	ServiceName(&errs, "service.name", strings.Repeat("a", 63))
 	ServiceName(&errs, "service.name", "1abc")
-	if len(errs) != 1 || !strings.Contains(errs[0], "DNS-1035") {
-		t.Fatalf("ServiceName errors = %v, want only the digit-first name refused", errs)
+	if errs.Len() != 1 || !strings.Contains(errs.Err().Error(), "DNS-1035") {
+		t.Fatalf("ServiceName errors = %v, want only the digit-first name refused", errs.Err())
+	}
+}
+
+// TestErrorsBounded: however many errors a request has and however long its values, the
+// error lists MaxErrors of them, counts the rest and quotes no value in full.
+func TestErrorsBounded(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	g := &registryv1.EndpointGroup{AddressType: "IPv4"}
+	for range MaxEndpoints {
+		g.Endpoints = append(g.Endpoints, &registryv1.Endpoint{Addresses: []string{huge}})
+	}
+	var errs Errors
+	EndpointGroups(&errs, "endpoint_groups", []*registryv1.EndpointGroup{g})
+	msg := errs.Err().Error()
+	if !strings.Contains(msg, "endpoint_groups[0].endpoints[0].addresses[0]: \"xxxx") || !strings.Contains(msg, "…(1048576 bytes)") {
+		t.Errorf("error does not name the field with a cut value: %.300s", msg)
+	}
+	if errs.Len() != MaxErrors {
+		t.Errorf("validation went on past %d errors: %d", MaxErrors, errs.Len())
+	}
+	if len(msg) > MaxErrors*300 {
+		t.Errorf("error is %d bytes for a request with %d bad endpoints", len(msg), MaxEndpoints)
+	}
+	var many Errors
+	for i := range 1000 {
+		many.Add("f", "error %d", i)
+	}
+	if got := many.Err().Error(); !strings.HasSuffix(got, "error 9; and possibly more: only the first 10 errors are reported") || many.Len() != 1000 {
+		t.Errorf("1000 errors: %q (Len %d)", got, many.Len())
+	}
+}
+
+func TestRegion(t *testing.T) {
+	for v, ok := range map[string]bool{"": true, "us-east-1": true, "eu_west.2": true, "us-east-1\n": false, "a\x00b": false, strings.Repeat("a", 64): false, "-a": false} {
+		var errs Errors
+		Region(&errs, "region", v)
+		if (errs.Err() == nil) != ok {
+			t.Errorf("Region(%q): %v, want ok=%v", v, errs.Err(), ok)
+		}
 	}
 }
 
