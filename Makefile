@@ -102,6 +102,7 @@ FUZZ_EXECS ?= 50000x
 fuzz:
 	cd registry && go test -run '^$$' -fuzz FuzzValidateExport -fuzztime $(FUZZ_EXECS) ./internal/validate/
 	cd registry && go test -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZ_EXECS) ./internal/merge/
+	cd registry && go test -run '^$$' -fuzz FuzzDecodeItem -fuzztime $(FUZZ_EXECS) ./store/dynamodb/
 
 # Integration tests run the real binaries against real kube-apiservers and dynoxide.
 test-integration:

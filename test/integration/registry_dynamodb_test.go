@@ -2,9 +2,13 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
@@ -101,4 +105,83 @@ func TestTwoRegistriesOneTable(t *testing.T) {
 	if m, err := watch.Recv(); err != nil || len(m.GetDeletes()) != 1 {
 		t.Fatalf("the deletion did not reach the watch: %v %v", m, err)
 	}
+}
+
+// TestRegistryDynamoDBPoisonItems: items the store does not write — an export with a
+// sort key of the wrong shape, a cluster without a lease, an export whose spec is not a
+// protobuf message, a key outside the schema — written straight into the table (as a
+// damaged or foreign writer would, and a Global Table would replicate) neither crash the
+// registry nor hide the good records: they are skipped, counted and logged, through the
+// stream and through reads, and again after a restart.
+func TestRegistryDynamoDBPoisonItems(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := harness.StartDynamoDB(t)
+	table := newTable(t, d)
+	reg := dynamoRegistry(t, d, table)
+	c := dial(t, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "use1-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "use1-a",
+		Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "svc"}, Spec: relaySpec(80), EndpointGroups: endpoints("10.0.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	sv := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
+	for _, item := range []map[string]ddbtypes.AttributeValue{
+		{"PK": sv("CS#prod"), "SK": sv("EXPORT#junk")},
+		{"PK": sv("CS#prod"), "SK": sv("CLUSTER#no-lease")},
+		{"PK": sv("CS#prod"), "SK": sv("EXPORT#dynamo/bad-spec#use1-a"), "spec": &ddbtypes.AttributeValueMemberB{Value: []byte{0xff, 0xff}}},
+		{"PK": sv("junk"), "SK": sv("junk")},
+	} {
+		if _, err := d.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		list, err := c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod"})
+		if err != nil || len(list.GetExports()) != 1 || list.GetExports()[0].GetService().GetName() != "svc" {
+			t.Fatalf("%s: exports %v, %v; want the one good export", when, list, err)
+		}
+		clusters, err := c.ListClusters(ctx, &registryv1.ListClustersRequest{Clusterset: "prod"})
+		if err != nil || len(clusters.GetClusters()) != 1 {
+			t.Fatalf("%s: clusters %v, %v; want the one good cluster", when, clusters, err)
+		}
+		imp, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+		if err != nil || len(imp.GetImports()) != 1 {
+			t.Fatalf("%s: imports %v, %v", when, imp, err)
+		}
+		waitMetricAtLeast(t, reg.AdminAddr, "mcs_registry_store_bad_items_total", 3)
+		if exited, err := reg.Exited(); exited {
+			t.Fatalf("%s: the registry exited: %v\n%s", when, err, reg.Output())
+		}
+		for _, key := range []string{`sk=EXPORT#junk`, `sk=CLUSTER#no-lease`, `sk=EXPORT#dynamo/bad-spec#use1-a`} {
+			if !strings.Contains(reg.Output(), key) {
+				t.Errorf("%s: the registry did not log the bad item %s", when, key)
+			}
+		}
+	}
+	// Give the stream reader time to see the records.
+	time.Sleep(2 * time.Second)
+	check("running")
+	reg.Restart(t)
+	c = dial(t, reg.GRPCAddr)
+	check("after a restart")
+}
+
+func waitMetricAtLeast(t *testing.T, addr, name string, min float64) {
+	t.Helper()
+	harness.Eventually(t, name, 20*time.Second, func() string {
+		_, body := get(t, "http://"+addr+"/metrics")
+		for _, l := range strings.Split(body, "\n") {
+			var v float64
+			if strings.HasPrefix(l, name+" ") {
+				if _, err := fmt.Sscanf(strings.TrimPrefix(l, name+" "), "%g", &v); err == nil && v >= min {
+					return ""
+				}
+			}
+		}
+		return grepLines(body, name)
+	})
 }

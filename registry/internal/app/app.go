@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -122,7 +123,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
-	st, err := openStore(ctx, cfg, m.capacity)
+	// Every read skips a bad item again: count each skip, log each item once (up to a
+	// thousand items, so a flood of them cannot grow the set without bound).
+	var badMu sync.Mutex
+	logged := map[string]bool{}
+	badItem := func(pk, sk string, err error) {
+		m.badItems.Inc()
+		badMu.Lock()
+		first := !logged[pk+"\x00"+sk] && len(logged) < 1000
+		if first {
+			logged[pk+"\x00"+sk] = true
+		}
+		badMu.Unlock()
+		if first {
+			log.Warn("skipped a stored item that cannot be decoded", "pk", pk, "sk", sk, "error", err)
+		}
+	}
+	st, err := openStore(ctx, cfg, m.capacity, badItem)
 	if err != nil {
 		return err
 	}
@@ -331,7 +348,7 @@ func (c *compactJSON) Marshal(v any) ([]byte, error) {
 // openStore opens the configured store. The DynamoDB store takes its credentials from the
 // default AWS chain, its region from --region or AWS_REGION, and its endpoint from
 // --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
-func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc) (store.Store, error) {
+func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc) (store.Store, error) {
 	if cfg.Store == "memory" {
 		return memory.New(), nil
 	}
@@ -356,7 +373,7 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity})
+	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem})
 	if err := st.Ping(pctx); err != nil {
 		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
 	}

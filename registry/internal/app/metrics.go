@@ -21,6 +21,7 @@ type metrics struct {
 	recomputes    *prometheus.CounterVec
 	capacityUnits *prometheus.CounterVec
 	denials       *prometheus.CounterVec
+	badItems      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,7 +56,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_permission_denied_total",
 		Help: "Calls refused because the client's identity may not make them (--client-ca-file), by method.",
 	}, []string{"method"})
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials)
+	m.badItems = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mcs_registry_store_bad_items_total",
+		Help: "Stored items skipped because they cannot be decoded (dynamodb store); each is logged with its key.",
+	})
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems)
 	return m
 }
 

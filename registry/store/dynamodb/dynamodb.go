@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -61,8 +62,12 @@ type Store struct {
 	streams StreamsAPI
 	feed    store.Feed
 	// poll is the change feed's polling interval per shard.
-	poll time.Duration
+	poll    time.Duration
+	badItem BadItemFunc
 }
+
+// BadItemFunc is told of a stored item the store cannot decode; the store skips it.
+type BadItemFunc func(pk, sk string, err error)
 
 var _ store.Store = (*Store)(nil)
 
@@ -75,6 +80,9 @@ type Options struct {
 	StreamPoll time.Duration
 	// Capacity, when set, receives the capacity units every request consumed.
 	Capacity CapacityFunc
+	// BadItem, when set, is told of every item skipped because it cannot be decoded (an
+	// item written by something else, or damaged): one bad item must not stop a replica.
+	BadItem BadItemFunc
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -86,7 +94,11 @@ func New(opts Options) *Store {
 	if opts.Capacity != nil {
 		api = metered{API: api, report: opts.Capacity}
 	}
-	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll}
+	bad := opts.BadItem
+	if bad == nil {
+		bad = func(string, string, error) {}
+	}
+	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad}
 }
 
 func pk(clusterset string) string { return "CS#" + clusterset }
@@ -153,12 +165,26 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
 }
 
-func clusterFrom(clusterset string, item map[string]types.AttributeValue) store.Cluster {
-	return store.Cluster{
-		Clusterset: clusterset, ClusterID: strings.TrimPrefix(getS(item, attrSK), "CLUSTER#"), Region: getS(item, "region"),
-		LeaseDuration: time.Duration(getN(item, "leaseMs")) * time.Millisecond,
-		RegisterTime:  fromMs(getN(item, "registerMs")), RenewTime: fromMs(getN(item, "renewMs")),
+// errBadItem marks an item whose shape is not one this store writes.
+var errBadItem = errors.New("malformed item")
+
+func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store.Cluster, error) {
+	sk := getS(item, attrSK)
+	id, ok := strings.CutPrefix(sk, "CLUSTER#")
+	var errs validate.Errors
+	validate.DNSLabel(&errs, "cluster id", id)
+	lease := getN(item, "leaseMs")
+	if lease <= 0 {
+		errs.Add("leaseMs", "%d, must be positive", lease)
 	}
+	if err := errs.Err(); !ok || err != nil {
+		return store.Cluster{}, fmt.Errorf("cluster item %q: %w: %v", sk, errBadItem, err)
+	}
+	return store.Cluster{
+		Clusterset: clusterset, ClusterID: id, Region: getS(item, "region"),
+		LeaseDuration: time.Duration(lease) * time.Millisecond,
+		RegisterTime:  fromMs(getN(item, "registerMs")), RenewTime: fromMs(getN(item, "renewMs")),
+	}, nil
 }
 
 // RegisterCluster implements store.Store.
@@ -174,7 +200,7 @@ func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cl
 	if err != nil {
 		return store.Cluster{}, unavailable("register cluster", err)
 	}
-	return clusterFrom(c.Clusterset, out.Attributes), nil
+	return clusterFrom(c.Clusterset, out.Attributes)
 }
 
 // RenewLease implements store.Store. The condition makes sure a renewal never creates a
@@ -194,7 +220,7 @@ func (st *Store) RenewLease(ctx context.Context, k store.ClusterKey, now time.Ti
 	if err != nil {
 		return store.Cluster{}, unavailable("renew lease", err)
 	}
-	return clusterFrom(k.Clusterset, out.Attributes), nil
+	return clusterFrom(k.Clusterset, out.Attributes)
 }
 
 // GetCluster implements store.Store.
@@ -206,7 +232,7 @@ func (st *Store) GetCluster(ctx context.Context, k store.ClusterKey) (store.Clus
 	if len(out.Item) == 0 {
 		return store.Cluster{}, fmt.Errorf("get %s/%s: %w", k.Clusterset, k.ClusterID, store.ErrClusterNotFound)
 	}
-	return clusterFrom(k.Clusterset, out.Item), nil
+	return clusterFrom(k.Clusterset, out.Item)
 }
 
 // query returns every item of the clusterset whose sort key starts with prefix.
@@ -240,7 +266,12 @@ func (st *Store) ListClusters(ctx context.Context, clusterset string) ([]store.C
 	}
 	out := make([]store.Cluster, 0, len(items))
 	for _, it := range items {
-		out = append(out, clusterFrom(clusterset, it))
+		c, err := clusterFrom(clusterset, it)
+		if err != nil {
+			st.badItem(pk(clusterset), getS(it, attrSK), err)
+			continue
+		}
+		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ClusterID < out[j].ClusterID })
 	return out, nil
@@ -265,7 +296,11 @@ func (st *Store) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, er
 	}
 	deleted := 0
 	for _, it := range items {
-		e := exportKeyFrom(it)
+		e, err := exportKeyFrom(it)
+		if err != nil {
+			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
+			continue
+		}
 		if e.ClusterID != k.ClusterID {
 			continue
 		}
@@ -282,12 +317,38 @@ type exportKey struct {
 	ClusterID string
 }
 
-func exportKeyFrom(item map[string]types.AttributeValue) exportKey {
-	rest := strings.TrimPrefix(getS(item, attrSK), "EXPORT#")
+func exportKeyFrom(item map[string]types.AttributeValue) (exportKey, error) {
+	return parseExportSK(getS(item, attrSK))
+}
+
+// parseExportSK reads EXPORT#<namespace>/<name>#<cluster id>, each part checked as the
+// registry checks requests.
+func parseExportSK(sk string) (exportKey, error) {
+	rest, ok := strings.CutPrefix(sk, "EXPORT#")
 	i := strings.LastIndexByte(rest, '#')
+	if !ok || i < 0 {
+		return exportKey{}, fmt.Errorf("export item %q: %w: the sort key is not EXPORT#<namespace>/<name>#<cluster>", sk, errBadItem)
+	}
 	svc, id := rest[:i], rest[i+1:]
-	j := strings.IndexByte(svc, '/')
-	return exportKey{Service: store.ServiceKey{Namespace: svc[:j], Name: svc[j+1:]}, ClusterID: id}
+	ns, name, ok := strings.Cut(svc, "/")
+	var errs validate.Errors
+	validate.DNSLabel(&errs, "namespace", ns)
+	validate.ServiceName(&errs, "name", name)
+	validate.DNSLabel(&errs, "cluster id", id)
+	if err := errs.Err(); !ok || err != nil {
+		return exportKey{}, fmt.Errorf("export item %q: %w: %v", sk, errBadItem, err)
+	}
+	return exportKey{Service: store.ServiceKey{Namespace: ns, Name: name}, ClusterID: id}, nil
+}
+
+// chunkIndex is the index at the end of a chunk item's sort key.
+func chunkIndex(item map[string]types.AttributeValue) (int, error) {
+	sk := getS(item, attrSK)
+	n, err := strconv.Atoi(sk[strings.LastIndexByte(sk, '#')+1:])
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("chunk item %q: %w: no chunk index", sk, errBadItem)
+	}
+	return n, nil
 }
 
 // groups wraps endpoint groups for storage; an Export message carries them.
@@ -475,7 +536,11 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	}
 	deleted := 0
 	for _, it := range items {
-		ek := exportKeyFrom(it)
+		ek, err := exportKeyFrom(it)
+		if err != nil {
+			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
+			continue
+		}
 		if ek.ClusterID != k.ClusterID || keep[ek.Service] {
 			continue
 		}
@@ -490,13 +555,16 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 
 // exportFrom decodes an export item, reading its chunks when it has them.
 func (st *Store) exportFrom(ctx context.Context, clusterset string, item map[string]types.AttributeValue) (store.Export, error) {
-	ek := exportKeyFrom(item)
+	ek, err := exportKeyFrom(item)
+	if err != nil {
+		return store.Export{}, err
+	}
 	e := store.Export{
 		Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service,
 		CreateTime: fromMs(getN(item, "createMs")), UpdateTime: fromMs(getN(item, "updateMs")), Spec: &registryv1.ExportSpec{},
 	}
 	if err := proto.Unmarshal(getB(item, "spec"), e.Spec); err != nil {
-		return e, fmt.Errorf("decode export spec of %s from %s: %w", ek.Service, ek.ClusterID, err)
+		return e, fmt.Errorf("decode export spec of %s from %s: %w: %w", ek.Service, ek.ClusterID, errBadItem, err)
 	}
 	if gen := getS(item, "gen"); gen != "" {
 		want := int(getN(item, "chunks"))
@@ -507,15 +575,23 @@ func (st *Store) exportFrom(ctx context.Context, clusterset string, item map[str
 		if len(parts) != want {
 			return e, fmt.Errorf("export %s from %s: %d of %d endpoint chunks: %w", ek.Service, ek.ClusterID, len(parts), want, errConcurrentWrite)
 		}
-		sort.Slice(parts, func(i, j int) bool {
-			a, _ := strconv.Atoi(getS(parts[i], attrSK)[strings.LastIndexByte(getS(parts[i], attrSK), '#')+1:])
-			b, _ := strconv.Atoi(getS(parts[j], attrSK)[strings.LastIndexByte(getS(parts[j], attrSK), '#')+1:])
-			return a < b
-		})
-		for _, p := range parts {
-			groups, err := unmarshalGroups(getB(p, "data"))
+		type chunk struct {
+			n    int
+			data []byte
+		}
+		ordered := make([]chunk, len(parts))
+		for i, p := range parts {
+			n, err := chunkIndex(p)
 			if err != nil {
 				return e, err
+			}
+			ordered[i] = chunk{n, getB(p, "data")}
+		}
+		sort.Slice(ordered, func(a, b int) bool { return ordered[a].n < ordered[b].n })
+		for _, c := range ordered {
+			groups, err := unmarshalGroups(c.data)
+			if err != nil {
+				return e, fmt.Errorf("decode endpoint chunk %d of %s from %s: %w: %w", c.n, ek.Service, ek.ClusterID, errBadItem, err)
 			}
 			e.EndpointGroups = appendMerged(e.EndpointGroups, groups)
 		}
@@ -523,7 +599,7 @@ func (st *Store) exportFrom(ctx context.Context, clusterset string, item map[str
 	}
 	groups, err := unmarshalGroups(getB(item, "eps"))
 	if err != nil {
-		return e, fmt.Errorf("decode endpoints of %s from %s: %w", ek.Service, ek.ClusterID, err)
+		return e, fmt.Errorf("decode endpoints of %s from %s: %w: %w", ek.Service, ek.ClusterID, errBadItem, err)
 	}
 	e.EndpointGroups = groups
 	return e, nil
@@ -561,6 +637,10 @@ func (st *Store) listExports(ctx context.Context, clusterset, prefix string) ([]
 			if errors.Is(err, errConcurrentWrite) && attempt < 5 {
 				retry = true
 				break
+			}
+			if errors.Is(err, errBadItem) {
+				st.badItem(pk(clusterset), getS(it, attrSK), err)
+				continue
 			}
 			if err != nil {
 				return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -97,18 +98,7 @@ func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*s
 					continue
 				}
 				for _, r := range recs.Records {
-					if c, ok := changeFrom(r.Dynamodb.Keys); ok {
-						if c.Kind == store.ChangeCluster {
-							// The new image is the cluster: no read needed.
-							if r.EventName == streamtypes.OperationTypeRemove {
-								c.Deleted = true
-							} else if img := r.Dynamodb.NewImage; len(img) > 0 {
-								cl := clusterFromImage(c.Clusterset, img)
-								c.Cluster = &cl
-							}
-						}
-						st.feed.Publish(c)
-					}
+					st.record(r)
 				}
 				iterators[id] = recs.NextShardIterator
 			}
@@ -121,6 +111,48 @@ func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*s
 	}
 }
 
+// record publishes the change of one stream record. A record it cannot decode is
+// reported and skipped: one bad item must not stop the feed of every replica.
+func (st *Store) record(r streamtypes.Record) {
+	if r.Dynamodb == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), fmt.Errorf("%w: decoding panicked: %v", errBadItem, p))
+		}
+	}()
+	c, err := changeFrom(r.Dynamodb.Keys)
+	if err != nil {
+		st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), err)
+		return
+	}
+	if c == nil {
+		return
+	}
+	if c.Kind == store.ChangeCluster {
+		// The new image is the cluster: no read needed.
+		if r.EventName == streamtypes.OperationTypeRemove {
+			c.Deleted = true
+		} else if img := r.Dynamodb.NewImage; len(img) > 0 {
+			cl, err := clusterFromImage(c.Clusterset, img)
+			if err != nil {
+				st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), err)
+				return
+			}
+			c.Cluster = &cl
+		}
+	}
+	st.feed.Publish(*c)
+}
+
+func keyString(keys map[string]streamtypes.AttributeValue, k string) string {
+	if v, ok := keys[k].(*streamtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
 func (st *Store) resync(ctx context.Context) {
 	st.feed.Publish(store.Change{Kind: store.ChangeResync})
 	select {
@@ -129,23 +161,40 @@ func (st *Store) resync(ctx context.Context) {
 	}
 }
 
-// changeFrom maps a stream record's key to a Change.
-func changeFrom(keys map[string]streamtypes.AttributeValue) (store.Change, bool) {
+// changeFrom maps a stream record's key to a Change: nil for an item that changes nothing
+// by itself (an endpoint chunk: its export item changes too), an error for a key this store
+// does not write.
+func changeFrom(keys map[string]streamtypes.AttributeValue) (*store.Change, error) {
 	pkv, ok1 := keys[attrPK].(*streamtypes.AttributeValueMemberS)
 	skv, ok2 := keys[attrSK].(*streamtypes.AttributeValueMemberS)
-	if !ok1 || !ok2 || !strings.HasPrefix(pkv.Value, "CS#") {
-		return store.Change{}, false
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%w: the key has no string PK and SK", errBadItem)
 	}
-	clusterset := strings.TrimPrefix(pkv.Value, "CS#")
+	clusterset, ok := strings.CutPrefix(pkv.Value, "CS#")
+	var errs validate.Errors
+	validate.DNSLabel(&errs, "clusterset", clusterset)
+	if err := errs.Err(); !ok || err != nil {
+		return nil, fmt.Errorf("item %q %q: %w: the partition key is not CS#<clusterset>", pkv.Value, skv.Value, errBadItem)
+	}
 	sk := skv.Value
 	switch {
 	case strings.HasPrefix(sk, "CLUSTER#"):
-		return store.Change{Kind: store.ChangeCluster, Clusterset: clusterset, ClusterID: strings.TrimPrefix(sk, "CLUSTER#")}, true
+		id := strings.TrimPrefix(sk, "CLUSTER#")
+		validate.DNSLabel(&errs, "cluster id", id)
+		if err := errs.Err(); err != nil {
+			return nil, fmt.Errorf("cluster item %q: %w: %v", sk, errBadItem, err)
+		}
+		return &store.Change{Kind: store.ChangeCluster, Clusterset: clusterset, ClusterID: id}, nil
 	case strings.HasPrefix(sk, "EXPORT#"):
-		ek := exportKeyFrom(map[string]types.AttributeValue{attrSK: s(sk)})
-		return store.Change{Kind: store.ChangeExport, Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service}, true
+		ek, err := parseExportSK(sk)
+		if err != nil {
+			return nil, err
+		}
+		return &store.Change{Kind: store.ChangeExport, Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service}, nil
+	case strings.HasPrefix(sk, "EPS#"):
+		return nil, nil
 	}
-	return store.Change{}, false // chunk items: their export item changes too
+	return nil, fmt.Errorf("item %q %q: %w: unknown sort key", pkv.Value, sk, errBadItem)
 }
 
 // CreateTable creates the table with its stream, for mcs-admin and tests. It returns
@@ -177,7 +226,7 @@ func CreateTable(ctx context.Context, api interface {
 }
 
 // clusterFromImage decodes a cluster item from a stream image.
-func clusterFromImage(clusterset string, img map[string]streamtypes.AttributeValue) store.Cluster {
+func clusterFromImage(clusterset string, img map[string]streamtypes.AttributeValue) (store.Cluster, error) {
 	item := map[string]types.AttributeValue{}
 	for k, v := range img {
 		switch x := v.(type) {
