@@ -18,6 +18,9 @@ var (
 	ErrClusterNotFound = errors.New("cluster not registered")
 	// ErrUnavailable: the store cannot be reached.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrSuperseded: a later write or delete of the same export applied first; this write
+	// did not apply.
+	ErrSuperseded = errors.New("superseded by a later write of the same cluster")
 )
 
 // ClusterKey names a cluster.
@@ -134,7 +137,9 @@ type Store interface {
 
 	// PutExport creates or replaces an export; CreateTime of an existing export is kept,
 	// and e.CreateTime is used only for a new one. ErrClusterNotFound when the exporting
-	// cluster is not registered.
+	// cluster is not registered. A write whose ctx ended is either applied before the end
+	// or never: it never applies after a later write or delete of the same export
+	// (ErrSuperseded, or the context's error).
 	PutExport(ctx context.Context, e Export) (Export, error)
 	// DeleteExport removes an export and reports whether it existed.
 	DeleteExport(ctx context.Context, key ClusterKey, svc ServiceKey) (bool, error)

@@ -1,8 +1,14 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,3 +217,103 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// TestHostileREST: one REST client's bad requests — an oversized body, oversized headers,
+// metadata headers, a body that is not JSON, a request whose error lists thousands of
+// problems, a flood of them at once — are answered (or refused) one by one, and another
+// client's REST watch and calls go on. All REST calls once shared one in-process gRPC
+// connection, which one oversized answer ended (COMPRESSION_ERROR) for everyone.
+func TestHostileREST(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory", "--max-request-bytes=1048576")
+	c := dial(t, reg.GRPCAddr)
+	by := startBystander(t, ctx, c)
+	base := "http://" + reg.RESTAddr
+
+	// The other client's REST watch: every line it reads is counted.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/clustersets/prod/imports:watch", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var lines atomic.Int64
+	watchErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"error"`) {
+				watchErr <- fmt.Errorf("the watch ended with %s", sc.Text())
+				return
+			}
+			lines.Add(1)
+		}
+		watchErr <- fmt.Errorf("the watch ended: %v", sc.Err())
+	}()
+
+	send := func(method, path string, body []byte, header map[string]string) (int, string) {
+		r, _ := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	empty := `{"clusterId":"hostile","exports":[` + strings.TrimSuffix(strings.Repeat(`{},`, 9999), ",") + `]}`
+	cases := []struct {
+		name       string
+		method     string
+		path, body string
+		header     map[string]string
+		wantCode   int
+	}{
+		{"a body over --max-request-bytes", http.MethodPost, "/v1/clustersets/prod/clusters", `{"clusterId":"` + strings.Repeat("a", 2<<20) + `"}`, nil, http.StatusBadRequest},
+		{"headers over 64 KiB", http.MethodGet, "/v1/clustersets/prod/imports", "", map[string]string{"X-Big": strings.Repeat("h", 70<<10)}, http.StatusRequestHeaderFieldsTooLarge},
+		{"metadata headers", http.MethodGet, "/v1/clustersets/prod/imports", "", map[string]string{"Grpc-Metadata-X-Mcs-Client-Identity": "spiffe://x/admin", "Grpc-Metadata-Big": strings.Repeat("m", 60<<10)}, http.StatusOK},
+		{"a body that is not JSON", http.MethodPost, "/v1/clustersets/prod/clusters", `{"clusterId":`, nil, http.StatusBadRequest},
+		{"9,999 empty exports", http.MethodPost, "/v1/clustersets/prod/clusters/hostile/exports:sync", empty, nil, http.StatusBadRequest},
+	}
+	for _, tc := range cases {
+		code, body := send(tc.method, tc.path, []byte(tc.body), tc.header)
+		if code != tc.wantCode || len(body) > 16<<10 {
+			t.Errorf("%s: %d, %d-byte answer %.200q; want %d and a short answer", tc.name, code, len(body), body, tc.wantCode)
+		}
+	}
+	// All of them at once, many times over.
+	var wg sync.WaitGroup
+	for range 10 {
+		for _, tc := range cases {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				send(tc.method, tc.path, []byte(tc.body), tc.header)
+			}()
+		}
+	}
+	wg.Wait()
+
+	before := lines.Load()
+	by.check(t, ctx, c, "after-hostile-rest")
+	harness.Eventually(t, "the other client's REST watch delivers", 10*time.Second, func() string {
+		select {
+		case err := <-watchErr:
+			t.Fatal(err)
+		default:
+		}
+		if lines.Load() == before {
+			return "no line"
+		}
+		return ""
+	})
+	if code, body := send(http.MethodGet, "/v1/clustersets/prod/imports", nil, nil); code != http.StatusOK || !strings.Contains(body, "after-hostile-rest") {
+		t.Fatalf("another client's REST call: %d %.300s", code, body)
+	}
+}

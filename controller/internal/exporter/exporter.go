@@ -73,6 +73,10 @@ type Metrics struct {
 }
 
 // sent is what the registry last accepted (or refused) for one ServiceExport.
+// LimitRetry is how long an export the registry refused for a per-cluster limit waits
+// before it is sent again.
+const LimitRetry = 30 * time.Second
+
 type sent struct {
 	content    *registryv1.ExportContent
 	generation int64
@@ -82,6 +86,10 @@ type sent struct {
 	written time.Time
 	// rejected is the registry's INVALID_ARGUMENT message, when it refused the content.
 	rejected string
+	// overLimit is the registry's RESOURCE_EXHAUSTED message, when the cluster's exports
+	// would exceed a limit of the registry: the same content is sent again after
+	// LimitRetry, since other exports may have left meanwhile.
+	overLimit string
 	// at is when it was sent.
 	at time.Time
 }
@@ -315,7 +323,8 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 			content = last.content
 		}
 	}
-	if last == nil || last.generation != st.Generation || !proto.Equal(last.content, content) {
+	retryLimit := last != nil && last.overLimit != "" && r.now().Sub(last.at) >= LimitRetry
+	if last == nil || last.generation != st.Generation || !proto.Equal(last.content, content) || retryLimit {
 		var resp *registryv1.PutExportResponse
 		err = r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 			var err error
@@ -336,6 +345,12 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
 			}
 			last = &sent{content: content, generation: st.Generation, rejected: msg, at: r.now()}
+		case codes.ResourceExhausted:
+			msg := status.Convert(err).Message()
+			if last == nil || last.overLimit != msg {
+				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry refused the export: %s", msg)
+			}
+			last = &sent{content: content, generation: st.Generation, overLimit: msg, at: r.now()}
 		case codes.FailedPrecondition:
 			r.Session.Lost()
 			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
@@ -351,6 +366,14 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 		r.mu.Lock()
 		r.sent[key] = last
 		r.mu.Unlock()
+	}
+	if last.overLimit != "" {
+		wait := LimitRetry - r.now().Sub(last.at)
+		if wait <= 0 {
+			wait = LimitRetry
+		}
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry refused the export: "+last.overLimit+"; retrying every "+LimitRetry.String()),
+			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if last.rejected != "" {
 		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry rejected the export: "+last.rejected),
@@ -606,9 +629,10 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		f("sync", err == nil)
 	}
 	if err != nil {
-		// A rejected export fails the whole sync; the reconciles that follow send each
-		// export alone, so only the bad one is refused.
-		if status.Code(err) == codes.InvalidArgument {
+		// A rejected export, or a set over one of the registry's limits, fails the whole
+		// sync; the reconciles that follow send each export alone, so only the bad ones
+		// (or those past the limit) are refused.
+		if c := status.Code(err); c == codes.InvalidArgument || c == codes.ResourceExhausted {
 			r.Log.Warn("the registry rejected the export set; sending the exports one by one", "error", err)
 			r.mu.Lock()
 			r.sent = map[types.NamespacedName]*sent{}

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +26,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -65,7 +64,26 @@ type Config struct {
 	ClientCAFile    string
 	TrustDomain     string
 	AdminIdentities []string
+	// Limits on what one client can make the registry hold or do (docs/security.md).
+	MaxExportsPerCluster   int
+	MaxEndpointsPerCluster int
+	MaxWatches             int
+	MaxWatchesPerClient    int
+	SendTimeout            time.Duration
+	IdleTimeout            time.Duration
+	MaxConnections         int
 }
+
+// Defaults of the limits, as the flags and the chart set them.
+const (
+	DefaultMaxExportsPerCluster   = 1000
+	DefaultMaxEndpointsPerCluster = 50000
+	DefaultMaxWatches             = 10000
+	DefaultMaxWatchesPerClient    = 16
+	DefaultSendTimeout            = 30 * time.Second
+	DefaultIdleTimeout            = 5 * time.Minute
+	DefaultMaxConnections         = 10000
+)
 
 // Validate checks the configuration before anything starts.
 func (c Config) Validate() error {
@@ -90,6 +108,23 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1<<20 || c.MaxRequestBytes > 256<<20 {
 		errs = append(errs, fmt.Errorf("--max-request-bytes: %d is out of range, must be between 1 MiB and 256 MiB", c.MaxRequestBytes))
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{
+		{"--max-exports-per-cluster", c.MaxExportsPerCluster}, {"--max-endpoints-per-cluster", c.MaxEndpointsPerCluster},
+		{"--max-watches", c.MaxWatches}, {"--max-watches-per-client", c.MaxWatchesPerClient}, {"--max-connections", c.MaxConnections},
+	} {
+		if l.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", l.flag, l.v))
+		}
+	}
+	if c.SendTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--send-timeout: %s must be at least 1s", c.SendTimeout))
+	}
+	if c.IdleTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--idle-timeout: %s must be at least 1s", c.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -155,24 +190,31 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 
 	draining := make(chan struct{})
 	var shuttingDown atomic.Bool
-	svc := server.New(server.Options{Store: st, Cache: cache, Logger: log, Draining: draining})
-
 	unary := []grpc.UnaryServerInterceptor{m.unary}
 	stream := []grpc.StreamServerInterceptor{m.stream}
 	var az *authz.Authorizer
+	var clientOf func(context.Context) string
 	if cfg.ClientCAFile != "" {
 		az = &authz.Authorizer{TrustDomain: cfg.TrustDomain, Admins: cfg.AdminIdentities, Log: log, Denied: m.denied}
 		unary, stream = append(unary, az.Unary), append(stream, az.Stream)
+		clientOf = az.IdentityOf
 	}
+	svc := server.New(server.Options{Store: st, Cache: cache, Logger: log, Draining: draining, Refused: m.refused,
+		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster},
+		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: clientOf},
+	})
 	decoding := server.NewDecoding()
 	grpcOpts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(decoding.Codec()),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		// Controllers keep watches open for hours; allow their keepalive pings.
+		// Controllers keep watches open for hours; allow their keepalive pings. A connection
+		// with no call for --idle-timeout is closed (GOAWAY), and one whose peer does not
+		// answer a ping within 10 s; a connection must finish its handshake within 10 s.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: cfg.IdleTimeout}),
+		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 	internalGRPC := grpc.NewServer(grpcOpts...)
 	if serverTLS != nil {
@@ -195,6 +237,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		grpcLis.Close()
 		return fmt.Errorf("--rest-addr: %w", err)
 	}
+	// At most --max-connections open on each listener: more wait to be accepted.
+	grpcLis, restLis = netutil.LimitListener(grpcLis, cfg.MaxConnections), netutil.LimitListener(restLis, cfg.MaxConnections)
 	adminLis, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		grpcLis.Close()
@@ -202,50 +246,56 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
 
-	// The REST gateway calls the service through an in-process gRPC connection, so
-	// streaming works over REST and TLS is terminated once, at the REST listener.
+	// The REST gateway calls the service through in-process gRPC connections, one per call,
+	// so a call goes through the same interceptors as a gRPC one, TLS is terminated once (at
+	// the REST listener), and one client's call cannot end another's.
 	inproc := bufconn.Listen(1 << 20)
-	conn, err := grpc.NewClient("passthrough:///registry",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(cfg.MaxRequestBytes)))
-	if err != nil {
-		return fmt.Errorf("connect the REST gateway: %w", err)
-	}
-	defer conn.Close()
+	marshal := protojson.MarshalOptions{EmitUnpopulated: true}
 	gwOpts := []runtime.ServeMuxOption{
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &compactJSON{JSONPb: runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+			MarshalOptions:   marshal,
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}}),
-		// A REST client must never set its own identity.
-		runtime.WithIncomingHeaderMatcher(func(k string) (string, bool) {
-			if strings.EqualFold(k, "Grpc-Metadata-"+authz.IdentityHeader) || strings.EqualFold(k, authz.IdentityHeader) {
-				return "", false
-			}
-			return runtime.DefaultHeaderMatcher(k)
-		}),
+		// No HTTP header becomes gRPC metadata: the service reads none, and a REST client
+		// must never set its own identity.
+		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 	}
+	identity := func(*http.Request) string { return "" }
 	if az != nil {
 		// The REST listener verified the client certificate; its identity goes to the
 		// in-process gRPC server, which authorizes the call like a gRPC one.
-		gwOpts = append(gwOpts, runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
+		identity = func(r *http.Request) string {
 			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-				return nil
+				return ""
 			}
 			id, err := az.CertIdentity(r.TLS.VerifiedChains[0][0])
 			if err != nil {
-				return nil
+				return ""
 			}
-			return metadata.Pairs(authz.IdentityHeader, id.URI)
+			return id.URI
+		}
+		gwOpts = append(gwOpts, runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
+			if id := identity(r); id != "" {
+				return metadata.Pairs(authz.IdentityHeader, id)
+			}
+			return nil
 		}))
 	}
 	gw := runtime.NewServeMux(gwOpts...)
-	if err := registryv1.RegisterRegistryServiceHandler(ctx, gw, conn); err != nil {
+	if err := registryv1.RegisterRegistryServiceHandlerClient(ctx, gw, registryv1.NewRegistryServiceClient(newPerCallConn(inproc, cfg.MaxRequestBytes))); err != nil {
 		return fmt.Errorf("register the REST gateway: %w", err)
 	}
-	restHandler := http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes))
-	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: 10 * time.Second}
+	// Registered last, so it takes the watch path from the generated handler.
+	watch := &restWatch{svc: svc, intercept: chainStream(stream), identity: identity, sendTimeout: cfg.SendTimeout, marshal: marshal}
+	if err := gw.HandlePath(http.MethodGet, "/v1/clustersets/{clusterset}/imports:watch", watch.serve); err != nil {
+		return fmt.Errorf("register the REST watch: %w", err)
+	}
+	restHandler := writeDeadline(http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes)), cfg.SendTimeout)
+	// No WriteTimeout: watches last for hours; each write of an answer or a watch message
+	// has its own deadline (--send-timeout) instead.
+	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: handshakeTimeout, ReadTimeout: time.Minute,
+		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if serverTLS != nil {
 		restServer.TLSConfig = serverTLS
 	} else {
@@ -319,6 +369,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	log.Info("mcs-registry stopped")
 	return runErr
 }
+
+const (
+	// handshakeTimeout bounds a new connection's TLS and HTTP/2 handshake, and the
+	// reading of a REST request's headers.
+	handshakeTimeout = 10 * time.Second
+	// maxHeaderBytes bounds a REST request's headers.
+	maxHeaderBytes = 64 << 10
+)
 
 func serveErr(name string, err error) error {
 	if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {

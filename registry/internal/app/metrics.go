@@ -22,6 +22,7 @@ type metrics struct {
 	capacityUnits *prometheus.CounterVec
 	denials       *prometheus.CounterVec
 	badItems      prometheus.Counter
+	refusals      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,11 +61,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_store_bad_items_total",
 		Help: "Stored items skipped because they cannot be decoded (dynamodb store); each is logged with its key.",
 	})
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems)
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcs_registry_limit_refusals_total",
+		Help: "Requests refused, and watches closed, because they reached a limit, by limit (docs/configuration.md).",
+	}, []string{"limit"})
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals)
 	return m
 }
 
 func (m *metrics) denied(method string) { m.denials.WithLabelValues(method).Inc() }
+
+func (m *metrics) refused(limit string) { m.refusals.WithLabelValues(limit).Inc() }
 
 func (m *metrics) capacity(operation string, units float64) {
 	m.capacityUnits.WithLabelValues(operation).Add(units)

@@ -196,3 +196,13 @@ func (s *checkedStream) RecvMsg(m any) error {
 	}
 	return nil
 }
+
+// IdentityOf returns the URI of the caller's identity, or "" when it has none; for counting
+// what one client holds (its watches).
+func (a *Authorizer) IdentityOf(ctx context.Context) string {
+	id, err := a.fromContext(ctx)
+	if err != nil {
+		return ""
+	}
+	return id.URI
+}

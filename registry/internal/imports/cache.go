@@ -170,12 +170,15 @@ type set struct {
 	clusters map[string]store.Cluster
 	active   map[string]bool // the lease state each import was last computed with
 	exports  map[store.ServiceKey][]store.Export
-	imports  map[store.ServiceKey]*registryv1.ServiceImport
-	revision int64
-	log      []logEntry
-	watchers map[*Watcher]struct{}
-	timer    *time.Timer
-	timerAt  time.Time
+	// byCluster indexes exports by cluster: the endpoint count of each of its exports, so
+	// what one cluster holds is found without walking the clusterset.
+	byCluster map[string]map[store.ServiceKey]int
+	imports   map[store.ServiceKey]*registryv1.ServiceImport
+	revision  int64
+	log       []logEntry
+	watchers  map[*Watcher]struct{}
+	timer     *time.Timer
+	timerAt   time.Time
 }
 
 type logEntry struct {
@@ -256,7 +259,11 @@ func (s *set) reload(ctx context.Context) error {
 	for k := range bySvc {
 		touched[k] = true
 	}
-	s.exports = bySvc
+	s.exports = map[store.ServiceKey][]store.Export{}
+	s.byCluster = map[string]map[store.ServiceKey]int{}
+	for k, exports := range bySvc {
+		s.setExportsLocked(k, exports)
+	}
 	if s.imports == nil {
 		s.imports = map[store.ServiceKey]*registryv1.ServiceImport{}
 	}
@@ -279,9 +286,6 @@ func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
 	case imp != nil && (!had || !proto.Equal(imp, old)):
 		s.imports[k] = imp
 		changed = true
-	}
-	if len(s.exports[k]) == 0 {
-		delete(s.exports, k)
 	}
 	if f := s.cache.obs.Recomputed; f != nil {
 		f(changed)
@@ -348,16 +352,102 @@ func (s *set) expire() {
 }
 
 func (s *set) servicesOfLocked(clusterID string) []store.ServiceKey {
-	var out []store.ServiceKey
-	for k, exports := range s.exports {
-		for _, e := range exports {
-			if e.ClusterID == clusterID {
-				out = append(out, k)
-				break
+	out := make([]store.ServiceKey, 0, len(s.byCluster[clusterID]))
+	for k := range s.byCluster[clusterID] {
+		out = append(out, k)
+	}
+	return out
+}
+
+// setExportsLocked replaces one Service's exports and keeps the index by cluster.
+func (s *set) setExportsLocked(k store.ServiceKey, exports []store.Export) {
+	for _, e := range s.exports[k] {
+		if m := s.byCluster[e.ClusterID]; m != nil {
+			delete(m, k)
+			if len(m) == 0 {
+				delete(s.byCluster, e.ClusterID)
 			}
 		}
 	}
-	return out
+	if len(exports) == 0 {
+		delete(s.exports, k)
+		return
+	}
+	s.exports[k] = exports
+	for _, e := range exports {
+		m := s.byCluster[e.ClusterID]
+		if m == nil {
+			m = map[store.ServiceKey]int{}
+			s.byCluster[e.ClusterID] = m
+		}
+		m[k] = EndpointCount(e.EndpointGroups)
+	}
+}
+
+// sameExports reports whether two reads of a Service's exports are the same values: a
+// store that hands back the messages it was given (the memory store) makes a change
+// feed's echo of a write already applied cost no merge.
+func sameExports(a, b []store.Export) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.ClusterID != y.ClusterID || !x.UpdateTime.Equal(y.UpdateTime) || !x.CreateTime.Equal(y.CreateTime) || x.Spec != y.Spec ||
+			len(x.EndpointGroups) != len(y.EndpointGroups) || (len(x.EndpointGroups) > 0 && &x.EndpointGroups[0] != &y.EndpointGroups[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// EndpointCount is the number of endpoints in endpoint groups.
+func EndpointCount(groups []*registryv1.EndpointGroup) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g.GetEndpoints())
+	}
+	return n
+}
+
+// Usage is what one cluster holds in a clusterset: its exports and their endpoints.
+type Usage struct {
+	Exports   int
+	Endpoints int
+}
+
+// ClusterUsage returns what a cluster holds, leaving out its exports of the Services in
+// except (the ones a write is about to replace).
+func (c *Cache) ClusterUsage(ctx context.Context, clusterset, clusterID string, except ...store.ServiceKey) (Usage, error) {
+	s, err := c.loaded(ctx, clusterset)
+	if err != nil {
+		return Usage{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.byCluster[clusterID]
+	u := Usage{Exports: len(m)}
+	for _, n := range m {
+		u.Endpoints += n
+	}
+	for _, k := range except {
+		if n, ok := m[k]; ok {
+			u.Exports--
+			u.Endpoints -= n
+		}
+	}
+	return u, nil
+}
+
+// ServicesOf returns the Services a cluster exports, as the cache holds them.
+func (c *Cache) ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error) {
+	s, err := c.loaded(ctx, clusterset)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.servicesOfLocked(clusterID), nil
 }
 
 func (s *set) close() {
@@ -406,7 +496,10 @@ func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []s
 		return nil
 	}
 	for i, k := range keys {
-		s.exports[k] = read[i]
+		if sameExports(s.exports[k], read[i]) {
+			continue
+		}
+		s.setExportsLocked(k, read[i])
 		s.recomputeLocked(k, now)
 	}
 	return nil

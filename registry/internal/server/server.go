@@ -32,6 +32,10 @@ type Server struct {
 	log   *slog.Logger
 	// draining ends every watch when the process shuts down, so a graceful stop completes.
 	draining <-chan struct{}
+	limits   Limits
+	refused  func(limit string)
+	writes   clusterLocks
+	watches  *watchLimits
 }
 
 // Options configure a Server.
@@ -43,6 +47,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Draining, when closed, ends open watches with UNAVAILABLE.
 	Draining <-chan struct{}
+	// Limits bound what one cluster holds.
+	Limits Limits
+	// Watch bounds the open watches and how long a send to one may block.
+	Watch WatchLimits
+	// Refused is told the name of a limit each time a request is refused for it; nil: nobody.
+	Refused func(limit string)
 }
 
 // New returns a Server.
@@ -53,7 +63,11 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{store: opts.Store, cache: opts.Cache, now: opts.Now, log: opts.Logger, draining: opts.Draining}
+	if opts.Refused == nil {
+		opts.Refused = func(string) {}
+	}
+	return &Server{store: opts.Store, cache: opts.Cache, now: opts.Now, log: opts.Logger, draining: opts.Draining,
+		limits: opts.Limits, refused: opts.Refused, watches: newWatchLimits(opts.Watch)}
 }
 
 var _ registryv1.RegistryServiceServer = (*Server)(nil)
@@ -90,6 +104,8 @@ func storeError(op string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrClusterNotFound):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v; register the cluster first", op, err)
+	case errors.Is(err, store.ErrSuperseded):
+		return status.Errorf(codes.Aborted, "%s: %v", op, err)
 	case errors.Is(err, context.Canceled):
 		return status.Errorf(codes.Canceled, "%s: %v", op, err)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -258,6 +274,20 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	if err := s.activeCluster(ctx, key); err != nil {
 		return nil, err
 	}
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("put export", err)
+	}
+	defer unlock()
+	u, err := s.cache.ClusterUsage(ctx, key.Clusterset, key.ClusterID, serviceKey(req.GetService()))
+	if err != nil {
+		return nil, storeError("read the cluster's exports", err)
+	}
+	u.Exports++
+	u.Endpoints += imports.EndpointCount(req.GetEndpointGroups())
+	if err := s.overQuota(key, u); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	e, err := s.store.PutExport(ctx, store.Export{
 		Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: serviceKey(req.GetService()),
@@ -301,6 +331,11 @@ func (s *Server) DeleteExport(ctx context.Context, req *registryv1.DeleteExportR
 		return nil, err
 	}
 	svc := serviceKey(req.GetService())
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("delete export", err)
+	}
+	defer unlock()
 	ok, err := s.store.DeleteExport(ctx, key, svc)
 	if err != nil {
 		return nil, storeError("delete export", err)
@@ -340,6 +375,24 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	if err := s.activeCluster(ctx, key); err != nil {
 		return nil, err
 	}
+	// The synced set replaces everything the cluster holds: the quota is the request's.
+	u := imports.Usage{Exports: len(req.GetExports())}
+	for _, x := range req.GetExports() {
+		u.Endpoints += imports.EndpointCount(x.GetEndpointGroups())
+	}
+	if err := s.overQuota(key, u); err != nil {
+		return nil, err
+	}
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("sync exports", err)
+	}
+	defer unlock()
+	// What the sync changes: the Services it names and those the cluster exported before.
+	before, err := s.cache.ServicesOf(ctx, key.Clusterset, key.ClusterID)
+	if err != nil {
+		return nil, storeError("read the cluster's exports", err)
+	}
 	now := s.now()
 	exports := make([]store.Export, len(req.GetExports()))
 	for i, x := range req.GetExports() {
@@ -352,8 +405,18 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	if err != nil {
 		return nil, storeError("sync exports", err)
 	}
-	// A whole-set change: reload the clusterset once instead of Service by Service.
-	if err := s.cache.Resync(ctx, key.Clusterset); err != nil {
+	// Applied as the changes it makes, in one step: its cost follows the caller's exports,
+	// not the clusterset's.
+	changed := make([]store.ServiceKey, 0, len(exports)+len(before))
+	for _, e := range exports {
+		changed = append(changed, e.Service)
+	}
+	for _, k := range before {
+		if !seen[k] {
+			changed = append(changed, k)
+		}
+	}
+	if err := s.cache.RefreshServices(ctx, key.Clusterset, changed); err != nil {
 		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
 	}
 	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)}
@@ -415,42 +478,4 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 		return nil, errClustersetUnknown(req.GetClusterset())
 	}
 	return &registryv1.ListImportsResponse{Imports: snap.Imports, Revision: snap.Revision, Epoch: snap.Epoch}, nil
-}
-
-// WatchImports implements RegistryServiceServer. A watch may start before any cluster of
-// the clusterset registered: it then starts with an empty snapshot.
-func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream registryv1.RegistryService_WatchImportsServer) error {
-	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	if s.draining != nil {
-		go func() {
-			select {
-			case <-s.draining:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	w, err := s.cache.Watch(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()}, req.GetResumeEpoch(), req.GetResumeRevision())
-	if err != nil {
-		return storeError("watch imports", err)
-	}
-	defer w.Close()
-	for {
-		resp, err := w.Next(ctx)
-		switch {
-		case errors.Is(err, imports.ErrWatchEnded):
-			return status.Error(codes.Unavailable, err.Error())
-		case err != nil && stream.Context().Err() == nil:
-			return status.Error(codes.Unavailable, "registry shutting down; watch again")
-		case err != nil:
-			return status.FromContextError(err).Err()
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
 }

@@ -4,13 +4,20 @@
 //
 // Items (one partition per clusterset; PK "CS#<clusterset>"):
 //
-//	SK "CLUSTER#<cluster>"                    region, leaseMs, registerMs, renewMs
-//	SK "EXPORT#<ns>/<name>#<cluster>"          spec, eps (inline endpoints) or gen+chunks, createMs, updateMs
+//	SK "CLUSTER#<cluster>"                    region, leaseMs, registerMs, renewMs, fenceUs
+//	SK "EXPORT#<ns>/<name>#<cluster>"          spec, eps (inline endpoints) or gen+chunks, createMs, updateMs, writeUs
 //	SK "EPS#<ns>/<name>#<cluster>#<gen>#<i>"   one chunk of a large endpoint set
 //
 // Every read-modify-write is a conditional write: a renewal or an export needs the cluster
 // item to exist, so nothing resurrects a deleted cluster; an export's createMs is written
 // with if_not_exists, once.
+//
+// Writes of one cluster's exports are ordered by when the registry sent them
+// (microseconds, the sending replica's clock): an export write carries writeUs and applies
+// only over an older one; a delete applies only over an older write and raises the
+// cluster's fenceUs, and an export write older than the fence does not apply. So a write
+// the registry sent but DynamoDB received late (its client gave up, and deleted the export
+// meanwhile) cannot bring the export back.
 package dynamodb
 
 import (
@@ -64,6 +71,7 @@ type Store struct {
 	// poll is the change feed's polling interval per shard.
 	poll    time.Duration
 	badItem BadItemFunc
+	now     func() time.Time
 }
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.
@@ -83,6 +91,8 @@ type Options struct {
 	// BadItem, when set, is told of every item skipped because it cannot be decoded (an
 	// item written by something else, or damaged): one bad item must not stop a replica.
 	BadItem BadItemFunc
+	// Now is the clock of deletes' fences; nil: time.Now.
+	Now func() time.Time
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -98,7 +108,10 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: opts.Now}
 }
 
 func pk(clusterset string) string { return "CS#" + clusterset }
@@ -190,11 +203,13 @@ func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store
 // RegisterCluster implements store.Store.
 func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &st.table,
-		Key:                       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
-		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, registerMs = if_not_exists(registerMs, :now)"),
+		TableName: &st.table,
+		Key:       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
+		// A new cluster's fence is its registration: no export write from before it (of a
+		// deleted cluster of the same name) applies.
+		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
 		ExpressionAttributeNames:  map[string]string{"#r": "region"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": s(c.Region), ":l": n(c.LeaseDuration.Milliseconds()), ":now": n(ms(c.RenewTime))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": s(c.Region), ":l": n(c.LeaseDuration.Milliseconds()), ":now": n(ms(c.RenewTime)), ":us": n(st.now().UnixMicro())},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
@@ -432,7 +447,7 @@ func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, e
 	values := map[string]types.AttributeValue{
 		":spec": b(spec), ":now": n(ms(e.CreateTime)), ":upd": n(ms(e.UpdateTime)),
 	}
-	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd"
+	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w"
 	gen := ""
 	var parts [][]byte
 	if len(eps) <= inlineLimit {
@@ -454,16 +469,25 @@ func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, e
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
 	}
 	old, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
-	_, err = st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(e.ClusterID)), ConditionExpression: aws.String("attribute_exists(PK)")}},
-		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)), UpdateExpression: aws.String(update), ExpressionAttributeValues: values}},
-	}})
-	if isCondFailed(err) {
-		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, gen, len(parts))
-		return store.Export{}, fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+	for attempt := 1; ; attempt++ {
+		err = st.writeExport(ctx, p, e, update, values)
+		if errors.Is(err, errFenced) && attempt < 3 && ctx.Err() == nil {
+			// A delete of this cluster's exports was sent after this write, but the write's
+			// client still waits: the write is still wanted. Send it again, as of now.
+			continue
+		}
+		break
 	}
 	if err != nil {
-		return store.Export{}, unavailable("put export", err)
+		if errors.Is(err, errFenced) || errors.Is(err, store.ErrSuperseded) || errors.Is(err, store.ErrClusterNotFound) {
+			// The write surely did not apply: its chunks are nobody's. (After any other
+			// error it may have applied, and its chunks are kept.)
+			st.deleteChunks(context.WithoutCancel(ctx), e.Clusterset, e.Service, e.ClusterID, gen, len(parts))
+		}
+		if errors.Is(err, errFenced) {
+			return store.Export{}, fmt.Errorf("put export %s from %s/%s: a delete of the cluster's exports came after it: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+		}
+		return store.Export{}, err
 	}
 	if old != nil && getS(old, "gen") != "" {
 		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, getS(old, "gen"), int(getN(old, "chunks")))
@@ -476,6 +500,44 @@ func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, e
 		e.CreateTime = fromMs(getN(got, "createMs"))
 	}
 	return e, nil
+}
+
+// errFenced: a delete of the cluster's exports is newer than the write.
+var errFenced = errors.New("fenced by a later delete")
+
+// writeExport is the export item's write: it applies only when the cluster exists, no
+// delete of its exports is newer (fenceUs) and no newer write of the export applied.
+func (st *Store) writeExport(ctx context.Context, p string, e store.Export, update string, values map[string]types.AttributeValue) error {
+	w := st.now().UnixMicro()
+	values[":w"] = n(w)
+	_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(e.ClusterID)),
+			ConditionExpression:                 aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :w)"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":w": n(w)},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)),
+			UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
+			ExpressionAttributeValues: values}},
+	}})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
+		cluster, export := tce.CancellationReasons[0], tce.CancellationReasons[1]
+		switch {
+		case aws.ToString(cluster.Code) == "ConditionalCheckFailed" && len(cluster.Item) == 0:
+			return fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+		case aws.ToString(cluster.Code) == "ConditionalCheckFailed":
+			return errFenced
+		case aws.ToString(export.Code) == "ConditionalCheckFailed":
+			return fmt.Errorf("put export %s from %s/%s: a newer write of it applied: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+		}
+	}
+	if isCondFailed(err) {
+		return fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+	}
+	if err != nil {
+		return unavailable("put export", err)
+	}
+	return nil
 }
 
 func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.ServiceKey, id, gen string, count int) {
@@ -500,11 +562,29 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	return st.putExport(ctx, e)
 }
 
-// DeleteExport implements store.Store.
+// DeleteExport implements store.Store. It first raises the cluster's fence, so that an
+// export write received before the delete and still on its way to DynamoDB cannot apply
+// after it; then it deletes the export unless a newer write replaced it.
 func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	f := st.now().UnixMicro()
+	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.table, Key: key(pk(k.Clusterset), clusterSK(k.ClusterID)),
+		UpdateExpression:          aws.String("SET fenceUs = :f"),
+		ConditionExpression:       aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :f)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": n(f)},
+	})
+	if err != nil && !isCondFailed(err) {
+		// A failed condition: the cluster is gone (its exports with it) or a newer fence stands.
+		return false, unavailable("fence export writes", err)
+	}
 	out, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: &st.table, Key: key(pk(k.Clusterset), exportSK(svc, k.ClusterID)), ReturnValues: types.ReturnValueAllOld,
+		ConditionExpression:       aws.String("attribute_not_exists(writeUs) OR writeUs < :f"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": n(f)},
 	})
+	if isCondFailed(err) {
+		return false, nil // a newer write of the export stands
+	}
 	if err != nil {
 		return false, unavailable("delete export", err)
 	}

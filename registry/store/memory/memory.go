@@ -162,9 +162,24 @@ func (s *Store) registeredLocked(key store.ClusterKey) (*clusterset, error) {
 	return cs, nil
 }
 
+// abandoned returns the context's error when the caller gave up. Checked under the lock,
+// just before a write applies: a write whose caller's deadline passed (or who cancelled)
+// never applies after a later write or delete of the same caller, which took the lock
+// after the deadline.
+func abandoned(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: not applied, the caller gave up: %w", op, err)
+	}
+	return nil
+}
+
 // PutExport implements store.Store.
-func (s *Store) PutExport(_ context.Context, e store.Export) (store.Export, error) {
+func (s *Store) PutExport(ctx context.Context, e store.Export) (store.Export, error) {
 	s.mu.Lock()
+	if err := abandoned(ctx, "put export"); err != nil {
+		s.mu.Unlock()
+		return store.Export{}, err
+	}
 	cs, err := s.registeredLocked(e.ClusterKey())
 	if err != nil {
 		s.mu.Unlock()
@@ -177,8 +192,12 @@ func (s *Store) PutExport(_ context.Context, e store.Export) (store.Export, erro
 }
 
 // DeleteExport implements store.Store.
-func (s *Store) DeleteExport(_ context.Context, key store.ClusterKey, svc store.ServiceKey) (bool, error) {
+func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc store.ServiceKey) (bool, error) {
 	s.mu.Lock()
+	if err := abandoned(ctx, "delete export"); err != nil {
+		s.mu.Unlock()
+		return false, err
+	}
 	cs := s.set(key.Clusterset, false)
 	found := false
 	if cs != nil {
@@ -199,8 +218,12 @@ func (s *Store) DeleteExport(_ context.Context, key store.ClusterKey, svc store.
 }
 
 // SyncExports implements store.Store.
-func (s *Store) SyncExports(_ context.Context, key store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
+func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
 	s.mu.Lock()
+	if err := abandoned(ctx, "sync exports"); err != nil {
+		s.mu.Unlock()
+		return nil, 0, err
+	}
 	cs, err := s.registeredLocked(key)
 	if err != nil {
 		s.mu.Unlock()

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LargeEndpointSet", testLargeEndpointSet},
 		{"ChangesDelivered", testChangesDelivered},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"AbandonedWritesDoNotApply", testAbandonedWritesDoNotApply},
 		{"Ping", func(t *testing.T, s store.Store) {
 			if err := s.Ping(context.Background()); err != nil {
 				t.Fatalf("Ping: %v", err)
@@ -405,5 +406,39 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 		if !sameTime(e.CreateTime, t0.Add(time.Duration(c)*time.Second)) || e.Spec.GetPorts()[0].GetPort() != 81 {
 			t.Fatalf("export %s from %s: create %v port %d", e.Service, e.ClusterID, e.CreateTime, e.Spec.GetPorts()[0].GetPort())
 		}
+	}
+}
+
+// testAbandonedWritesDoNotApply: a write whose caller already gave up is not applied, so
+// it cannot land after the caller's next write or delete.
+func testAbandonedWritesDoNotApply(t *testing.T, s store.Store) {
+	mustRegister(t, s, cluster("prod", "a", t0))
+	key := store.ClusterKey{Clusterset: "prod", ClusterID: "a"}
+	svc := store.ServiceKey{Namespace: "dynamo", Name: "svc"}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.PutExport(gone, export("prod", "a", "dynamo", "svc", 80, t0)); err == nil {
+		t.Fatal("PutExport with a cancelled context succeeded")
+	}
+	if _, _, err := s.SyncExports(gone, key, []store.Export{export("prod", "a", "dynamo", "svc", 81, t0)}); err == nil {
+		t.Fatal("SyncExports with a cancelled context succeeded")
+	}
+	if list, err := s.ListServiceExports(context.Background(), "prod", svc); err != nil || len(list) != 0 {
+		t.Fatalf("abandoned writes applied: %v, %v", list, err)
+	}
+	mustPut(t, s, export("prod", "a", "dynamo", "svc", 82, t0))
+	if _, err := s.DeleteExport(gone, key, svc); err == nil {
+		t.Fatal("DeleteExport with a cancelled context succeeded")
+	}
+	if list, err := s.ListServiceExports(context.Background(), "prod", svc); err != nil || len(list) != 1 || list[0].Spec.GetPorts()[0].GetPort() != 82 {
+		t.Fatalf("an abandoned delete applied, or a later write was lost: %v, %v", list, err)
+	}
+	// A write after a delete applies (the delete's fence is older than it).
+	if ok, err := s.DeleteExport(context.Background(), key, svc); err != nil || !ok {
+		t.Fatalf("DeleteExport = %v, %v", ok, err)
+	}
+	mustPut(t, s, export("prod", "a", "dynamo", "svc", 83, t0))
+	if list, err := s.ListServiceExports(context.Background(), "prod", svc); err != nil || len(list) != 1 || list[0].Spec.GetPorts()[0].GetPort() != 83 {
+		t.Fatalf("a write after a delete did not apply: %v, %v", list, err)
 	}
 }

@@ -1,0 +1,76 @@
+package imports
+
+import (
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// TestClusterUsage: what a cluster holds follows its writes and deletes, and leaves out
+// the Services a write replaces.
+func TestClusterUsage(t *testing.T) {
+	f := newFixture(t, 0)
+	f.register("a", time.Minute)
+	f.register("b", time.Minute)
+	f.put("a", "one", 80)
+	f.put("a", "two", 80)
+	f.put("b", "one", 80)
+	one := store.ServiceKey{Namespace: "dynamo", Name: "one"}
+	for _, tc := range []struct {
+		cluster string
+		except  []store.ServiceKey
+		want    Usage
+	}{
+		{"a", nil, Usage{Exports: 2, Endpoints: 2}},
+		{"a", []store.ServiceKey{one}, Usage{Exports: 1, Endpoints: 1}},
+		{"b", nil, Usage{Exports: 1, Endpoints: 1}},
+		{"b", []store.ServiceKey{{Namespace: "dynamo", Name: "absent"}}, Usage{Exports: 1, Endpoints: 1}},
+		{"c", nil, Usage{}},
+	} {
+		got, err := f.cache.ClusterUsage(f.ctx, "prod", tc.cluster, tc.except...)
+		if err != nil || got != tc.want {
+			t.Errorf("ClusterUsage(%s, except %v) = %+v, %v; want %+v", tc.cluster, tc.except, got, err, tc.want)
+		}
+	}
+	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cache.RefreshService(f.ctx, "prod", one); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := f.cache.ServicesOf(f.ctx, "prod", "a")
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Less(keys[j]) })
+	if err != nil || len(keys) != 1 || keys[0].Name != "two" {
+		t.Fatalf("ServicesOf(a) after deleting one = %v, %v; want [dynamo/two]", keys, err)
+	}
+}
+
+// TestEchoCostsNoMerge: the change feed's echo of a write the cache already applied (the
+// memory store hands back the same messages) merges nothing again.
+func TestEchoCostsNoMerge(t *testing.T) {
+	var merges atomic.Int64
+	f := newFixture(t, 0)
+	f.cache.obs.Recomputed = func(bool) { merges.Add(1) }
+	f.register("a", time.Minute)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil { // loads the clusterset
+		t.Fatal(err)
+	}
+	f.put("a", "one", 80)
+	before := merges.Load()
+	k := store.ServiceKey{Namespace: "dynamo", Name: "one"}
+	for range 5 {
+		if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := merges.Load() - before; n != 0 {
+		t.Fatalf("refreshing an unchanged Service merged it %d times, want 0", n)
+	}
+	f.put("a", "one", 81)
+	if merges.Load() == before {
+		t.Fatal("a changed export was not merged")
+	}
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+)
+
+// WatchLimits bound the watches one registry serves. Zero: no limit.
+type WatchLimits struct {
+	// MaxWatches is --max-watches: open watches in all.
+	MaxWatches int
+	// MaxWatchesPerClient is --max-watches-per-client: open watches of one client identity.
+	MaxWatchesPerClient int
+	// SendTimeout is --send-timeout: how long one message may wait to be sent before the
+	// watch is closed.
+	SendTimeout time.Duration
+	// ClientOf names the caller of a watch for MaxWatchesPerClient; "" (or a nil func):
+	// the caller is not known, and only MaxWatches counts.
+	ClientOf func(ctx context.Context) string
+}
+
+// Names of the watch limits, as the refusal metric labels them.
+const (
+	LimitWatches          = "watches"
+	LimitWatchesPerClient = "watches_per_client"
+	LimitSendTimeout      = "send_timeout"
+)
+
+type watchLimits struct {
+	WatchLimits
+	mu       sync.Mutex
+	total    int
+	byClient map[string]int
+}
+
+func newWatchLimits(l WatchLimits) *watchLimits {
+	return &watchLimits{WatchLimits: l, byClient: map[string]int{}}
+}
+
+// acquire counts a new watch, or names the limit it would exceed.
+func (w *watchLimits) acquire(client string) (release func(), limit string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.MaxWatches > 0 && w.total >= w.MaxWatches {
+		return nil, LimitWatches
+	}
+	if client != "" && w.MaxWatchesPerClient > 0 && w.byClient[client] >= w.MaxWatchesPerClient {
+		return nil, LimitWatchesPerClient
+	}
+	w.total++
+	if client != "" {
+		w.byClient[client]++
+	}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.total--
+		if client != "" {
+			if w.byClient[client]--; w.byClient[client] <= 0 {
+				delete(w.byClient, client)
+			}
+		}
+	}, ""
+}
+
+// WatchImports implements RegistryServiceServer. A watch may start before any cluster of
+// the clusterset registered: it then starts with an empty snapshot.
+func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream registryv1.RegistryService_WatchImportsServer) error {
+	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
+		return err
+	}
+	client := ""
+	if s.watches.ClientOf != nil {
+		client = s.watches.ClientOf(stream.Context())
+	}
+	release, limit := s.watches.acquire(client)
+	switch limit {
+	case LimitWatches:
+		s.refused(limit)
+		return status.Errorf(codes.ResourceExhausted, "watch refused: %d watches are open, at most %d (--max-watches); watch another replica or retry later", s.watches.MaxWatches, s.watches.MaxWatches)
+	case LimitWatchesPerClient:
+		s.refused(limit)
+		return status.Errorf(codes.ResourceExhausted, "watch refused: %s has %d watches open, at most %d per client (--max-watches-per-client); close one", client, s.watches.MaxWatchesPerClient, s.watches.MaxWatchesPerClient)
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	if s.draining != nil {
+		go func() {
+			select {
+			case <-s.draining:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	w, err := s.cache.Watch(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()}, req.GetResumeEpoch(), req.GetResumeRevision())
+	if err != nil {
+		return storeError("watch imports", err)
+	}
+	defer w.Close()
+	send := s.sender(stream)
+	for {
+		resp, err := w.Next(ctx)
+		switch {
+		case errors.Is(err, imports.ErrWatchEnded):
+			return status.Error(codes.Unavailable, err.Error())
+		case err != nil && stream.Context().Err() == nil:
+			return status.Error(codes.Unavailable, "registry shutting down; watch again")
+		case err != nil:
+			return status.FromContextError(err).Err()
+		}
+		if err := send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+type timedSendsKey struct{}
+
+// WithTimedSends marks the context of a watch stream whose Send gives up by itself after
+// the send timeout, with RESOURCE_EXHAUSTED (the REST watch's write deadline): its sends
+// are made in the handler's goroutine, never after it returned.
+func WithTimedSends(ctx context.Context) context.Context {
+	return context.WithValue(ctx, timedSendsKey{}, true)
+}
+
+// sender returns the watch's send: a message that waits longer than the send timeout
+// (a client that stopped reading) ends the watch, which frees what the watch holds; the
+// client watches again and resumes from its revision, or gets a snapshot.
+func (s *Server) sender(stream registryv1.RegistryService_WatchImportsServer) func(*registryv1.WatchImportsResponse) error {
+	timeout := s.watches.SendTimeout
+	if timeout <= 0 {
+		return stream.Send
+	}
+	if timed, _ := stream.Context().Value(timedSendsKey{}).(bool); timed {
+		return func(resp *registryv1.WatchImportsResponse) error {
+			err := stream.Send(resp)
+			if status.Code(err) == codes.ResourceExhausted {
+				s.refused(LimitSendTimeout)
+				s.log.Warn("closed a watch whose client stopped reading", "timeout", timeout)
+			}
+			return err
+		}
+	}
+	done := make(chan error, 1)
+	timer := time.NewTimer(timeout)
+	timer.Stop()
+	return func(resp *registryv1.WatchImportsResponse) error {
+		go func() { done <- stream.Send(resp) }()
+		timer.Reset(timeout)
+		select {
+		case err := <-done:
+			timer.Stop()
+			return err
+		case <-timer.C:
+			// The blocked Send returns once the handler has returned and the stream ends.
+			s.refused(LimitSendTimeout)
+			s.log.Warn("closed a watch whose client stopped reading", "timeout", timeout)
+			return status.Error(codes.ResourceExhausted, fmt.Sprintf("watch closed: a message waited more than %s to be sent (--send-timeout); the client reads too slowly; watch again", timeout))
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// startRegistryOn starts the real registry on the named store (memory, or dynamodb on a
+// fresh table of a new dynoxide) with extra flags.
+func startRegistryOn(t *testing.T, storeName string, extra ...string) *harness.Registry {
+	t.Helper()
+	if storeName == "memory" {
+		return harness.StartRegistry(t, append([]string{"--store=memory"}, extra...)...)
+	}
+	d := harness.StartDynamoDB(t)
+	table := newTable(t, d)
+	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
+	return harness.StartRegistry(t, append([]string{"--store=dynamodb", "--dynamodb-table=" + table, "--region=" + d.Region, "--endpoint-url=" + d.Endpoint}, extra...)...)
+}
+
+// metric sums the values of the registry's metric lines that start with prefix.
+func metric(t *testing.T, reg *harness.Registry, prefix string) float64 {
+	t.Helper()
+	body, err := httpGet("http://" + reg.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func manyEndpoints(n int) []*registryv1.EndpointGroup {
+	ips := make([]string, n)
+	for i := range ips {
+		ips[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+	}
+	return endpoints(ips...)
+}
+
+// TestPerClusterQuotas: a cluster cannot hold more exports, or endpoints in all, than the
+// per-cluster limits; a write past one is RESOURCE_EXHAUSTED naming the flag, and nothing
+// stored changes. Both stores.
+func TestPerClusterQuotas(t *testing.T) {
+	for _, storeName := range []string{"memory", "dynamodb"} {
+		t.Run(storeName, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			reg := startRegistryOn(t, storeName, "--max-exports-per-cluster=3", "--max-endpoints-per-cluster=100")
+			c := dial(t, reg.GRPCAddr)
+			for _, id := range []string{"a", "b"} {
+				if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, LeaseDuration: durationpb.New(time.Minute)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put := func(id, name string, n int) error {
+				_, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: id,
+					Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name}, Spec: relaySpec(80), EndpointGroups: manyEndpoints(n)})
+				return err
+			}
+			for i := range 3 {
+				if err := put("a", fmt.Sprintf("svc%d", i), 30); err != nil {
+					t.Fatalf("export %d: %v", i, err)
+				}
+			}
+			exhausted := func(what string, err error, flag string) {
+				t.Helper()
+				if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), flag) {
+					t.Errorf("%s: %v; want RESOURCE_EXHAUSTED naming %s", what, err, flag)
+				}
+			}
+			exhausted("a fourth export", put("a", "svc3", 1), "--max-exports-per-cluster")
+			exhausted("more endpoints than the cluster may hold", put("a", "svc0", 41), "--max-endpoints-per-cluster")
+			if err := put("a", "svc0", 40); err != nil {
+				t.Errorf("replacing an export within the limits: %v", err)
+			}
+			// Another cluster has its own quota.
+			if err := put("b", "svc3", 100); err != nil {
+				t.Errorf("another cluster's export: %v", err)
+			}
+			four := make([]*registryv1.ExportContent, 4)
+			for i := range four {
+				four[i] = &registryv1.ExportContent{Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("svc%d", i)}, Spec: relaySpec(80)}
+			}
+			_, err := c.SyncExports(ctx, &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: "a", Exports: four})
+			exhausted("a sync of four exports", err, "--max-exports-per-cluster")
+
+			list, err := c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod", ClusterId: "a", IncludeEndpoints: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for _, e := range list.GetExports() {
+				for _, g := range e.GetEndpointGroups() {
+					total += len(g.GetEndpoints())
+				}
+			}
+			if len(list.GetExports()) != 3 || total != 100 {
+				t.Fatalf("cluster a holds %d exports, %d endpoints; want 3 and 100 (the refusals changed what was stored)", len(list.GetExports()), total)
+			}
+			if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="exports_per_cluster"}`); n != 2 {
+				t.Errorf("exports_per_cluster refusals = %v, want 2", n)
+			}
+			if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="endpoints_per_cluster"}`); n != 1 {
+				t.Errorf("endpoints_per_cluster refusals = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// TestSyncCostFollowsCaller: a cluster's SyncExports merges again only the Services it
+// changes, whatever the size of the clusterset (it used to reload and merge the whole
+// clusterset on every sync).
+func TestSyncCostFollowsCaller(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	c := dial(t, reg.GRPCAddr)
+	const clusters, services = 20, 25
+	sync := func(id string, port int32) {
+		t.Helper()
+		exports := make([]*registryv1.ExportContent, services)
+		for i := range exports {
+			exports[i] = &registryv1.ExportContent{Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("%s-svc%d", id, i)},
+				Spec: relaySpec(port), EndpointGroups: endpoints("10.0.0.1")}
+		}
+		if _, err := c.SyncExports(ctx, &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: id, Exports: exports}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range clusters {
+		id := fmt.Sprintf("c%02d", i)
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, LeaseDuration: durationpb.New(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		sync(id, 80)
+	}
+	time.Sleep(500 * time.Millisecond) // the change feed's echoes of the syncs
+	before := metric(t, reg, "mcs_registry_import_recomputes_total")
+	sync("c00", 81)
+	time.Sleep(500 * time.Millisecond)
+	merges := metric(t, reg, "mcs_registry_import_recomputes_total") - before
+	t.Logf("one cluster's sync of %d exports in a clusterset of %d: %v merges", services, clusters*services, merges)
+	if merges > 2*services {
+		t.Fatalf("one cluster's sync of %d exports merged %v imports; want at most %d (its own Services)", services, merges, 2*services)
+	}
+}
