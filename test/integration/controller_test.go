@@ -658,3 +658,30 @@ func TestControllerRestoresMissingExports(t *testing.T) {
 	waitRegistryExports(t, reg, "[use1-a:dynamo/svc:10.1.0.1]")
 	t.Logf("export restored %s after it went missing", time.Since(start).Round(10*time.Millisecond))
 }
+
+// TestControllerLimitRefusal: an export the registry refuses for a per-cluster limit shows
+// Ready=False Failed with the registry's message and an ExportFailed Event; it is sent
+// again (every 30 s) and exported once the cluster is back under the limit.
+func TestControllerLimitRefusal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory", "--max-exports-per-cluster=1")
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
+	mustCreate(t, cl, service("dynamo", "first", 80), serviceExport("dynamo", "first"), slice("dynamo", "first", "first-x", "10.1.0.1"))
+	waitExport(t, cl, "dynamo", "first", readyConditions, 30*time.Second)
+	mustCreate(t, cl, service("dynamo", "second", 80), serviceExport("dynamo", "second"), slice("dynamo", "second", "second-x", "10.1.0.2"))
+	se := waitExport(t, cl, "dynamo", "second", "Valid=True Valid\nReady=False Failed\nConflict=False NoConflicts", 30*time.Second)
+	if msg := findCondition(se, "Ready").Message; !strings.Contains(msg, "--max-exports-per-cluster") {
+		t.Fatalf("Ready message %q does not name the limit", msg)
+	}
+	waitEvent(t, cl, "dynamo", "second", "ExportFailed", "at most 1 per cluster (--max-exports-per-cluster)")
+	if err := cl.Client.Delete(ctx, serviceExport("dynamo", "first")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitExport(t, cl, "dynamo", "second", readyConditions, 45*time.Second)
+	t.Logf("exported %s after the cluster went back under the limit", time.Since(start).Round(100*time.Millisecond))
+	waitRegistryExports(t, reg, "[use1-a:dynamo/second:10.1.0.2]")
+}

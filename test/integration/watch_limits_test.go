@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -266,4 +267,57 @@ func TestIdleConnections(t *testing.T) {
 		closed(fmt.Sprintf("raw connection %d", i), conn, 15*time.Second-time.Since(start))
 	}
 	t.Logf("200 connections without a handshake closed after %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestWatchesPerClient: with client certificates, --max-watches-per-client bounds one
+// identity's open watches (gRPC and REST together); another identity is not affected.
+func TestWatchesPerClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	serverCA, clientCA := harness.NewCA(t, "server"), harness.NewCA(t, "clients")
+	certFile, keyFile := serverCA.IssueServer(t, "registry", []string{"localhost"}, nil)
+	reg := harness.StartRegistry(t, "--store=memory", "--tls-cert-file="+certFile, "--tls-key-file="+keyFile,
+		"--client-ca-file="+clientCA.CertFile, "--trust-domain=example.org", "--max-watches-per-client=2")
+	_, grpcPort, _ := net.SplitHostPort(reg.GRPCAddr)
+	_, restPort, _ := net.SplitHostPort(reg.RESTAddr)
+	day := time.Now().Add(24 * time.Hour)
+	aCert, aKey := clientCA.IssueClient(t, "use1-a", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
+	bCert, bKey := clientCA.IssueClient(t, "usw2-a", []string{"spiffe://example.org/clusterset/prod/cluster/usw2-a"}, day)
+	aTLS := tlsClient(t, serverCA, aCert, aKey)
+	a := dialTLS(t, "localhost:"+grpcPort, aTLS)
+	b := dialTLS(t, "localhost:"+grpcPort, tlsClient(t, serverCA, bCert, bKey))
+	open := func(c registryv1.RegistryServiceClient) error {
+		w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod"})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		return err
+	}
+	if err := open(a); err != nil {
+		t.Fatal(err)
+	}
+	// The second of a's watches over REST.
+	restClient := &http.Client{Transport: &http.Transport{TLSClientConfig: aTLS}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://localhost:"+restPort+"/v1/clustersets/prod/imports:watch", nil)
+	resp, err := restClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a's REST watch: %s", resp.Status)
+	}
+	err = open(a)
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-watches-per-client") ||
+		!strings.Contains(st.Message(), "spiffe://example.org/clusterset/prod/cluster/use1-a") {
+		t.Fatalf("a's third watch: %v; want RESOURCE_EXHAUSTED naming the identity and --max-watches-per-client", err)
+	}
+	for range 2 {
+		if err := open(b); err != nil {
+			t.Fatalf("another identity's watch: %v", err)
+		}
+	}
+	if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="watches_per_client"}`); n != 1 {
+		t.Errorf("watches_per_client refusals = %v, want 1", n)
+	}
 }

@@ -194,11 +194,11 @@ func (s *restStream) writeLine(field string, msg []byte, code int) error {
 		s.w.Header().Set("Content-Type", "application/json")
 		s.w.WriteHeader(code)
 	}
-	// Written in three pieces, so a large message is held once (as encoded), not copied
-	// into a line. Not compacted as unary answers are: a watch line is read by programs.
+	// Written in pieces, so a large message is held once (as encoded), not copied into a
+	// line; compacted on the way, as unary answers are.
 	_, err := io.WriteString(s.w, `{"`+field+`":`)
 	if err == nil {
-		_, err = s.w.Write(msg)
+		err = writeCompact(s.w, msg)
 	}
 	if err == nil {
 		_, err = io.WriteString(s.w, "}\n")
@@ -234,4 +234,38 @@ func writeDeadline(next http.Handler, timeout time.Duration) http.Handler {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeCompact writes JSON without the whitespace between tokens (protojson varies it on
+// purpose from build to build), in chunks, without copying the whole document.
+func writeCompact(w io.Writer, doc []byte) error {
+	var chunk [32 << 10]byte
+	n := 0
+	inString, escaped := false, false
+	for _, c := range doc {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+			continue
+		}
+		chunk[n] = c
+		if n++; n == len(chunk) {
+			if _, err := w.Write(chunk[:n]); err != nil {
+				return err
+			}
+			n = 0
+		}
+	}
+	_, err := w.Write(chunk[:n])
+	return err
 }
