@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
@@ -120,4 +123,124 @@ func registryWritesB(b *testing.B, reg *harness.Registry) int {
 		}
 	}
 	return total
+}
+
+// BenchmarkExportReadinessFlip flips the readiness of one endpoint of an exported Service
+// (one EndpointSlice update) and measures until a registry watch (gRPC, with endpoints)
+// shows it, with the controller's default --endpoint-batch-period (500ms) and one flip
+// every 600 ms (a quiet Service). The floor, measured in the same run, is what the flip
+// cannot avoid: the EndpointSlice update's own round trip plus a PutExport round trip to
+// the same registry seen by the same watch. Reported: p50 and p99 of the flips, the floor's
+// p50, and p99 over that floor.
+//
+//	cd test && go test -run '^$' -bench ExportReadinessFlip -benchtime 40x ./integration/
+func BenchmarkExportReadinessFlip(b *testing.B) {
+	ctx := context.Background()
+	reg := harness.StartRegistry(b, "--store=memory")
+	cl := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	var ips []string
+	for e := range 10 {
+		ips = append(ips, fmt.Sprintf("10.1.0.%d", e+1))
+	}
+	sl := slice("dynamo", "flip", "flip-x", ips...)
+	for _, o := range []client.Object{namespace("dynamo"), service("dynamo", "flip", 80), serviceExport("dynamo", "flip"), sl} {
+		if err := cl.Client.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=us-east-1")
+	c := dial(b, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	// Every watch message is handed over with the time it arrived.
+	type seen struct {
+		at   time.Time
+		resp *registryv1.WatchImportsResponse
+	}
+	msgs := make(chan seen, 1024)
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for {
+			resp, err := w.Recv()
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- seen{time.Now(), resp}
+		}
+	}()
+	// until waits for a message whose import of name satisfies ok.
+	until := func(name string, ok func(*registryv1.ServiceImport) bool) time.Time {
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case m, open := <-msgs:
+				if !open {
+					b.Fatal("the watch ended")
+				}
+				for _, imp := range m.resp.GetUpserts() {
+					if imp.GetService().GetName() == name && ok(imp) {
+						return m.at
+					}
+				}
+			case <-timeout:
+				b.Fatalf("%s never reached the watch", name)
+			}
+		}
+	}
+	firstReady := func(want bool) func(*registryv1.ServiceImport) bool {
+		return func(imp *registryv1.ServiceImport) bool {
+			for _, cl := range imp.GetClusters() {
+				if cl.GetClusterId() == "use1-a" {
+					for _, g := range cl.GetEndpointGroups() {
+						for _, e := range g.GetEndpoints() {
+							if len(e.GetAddresses()) == 1 && e.GetAddresses()[0] == "10.1.0.1" {
+								return e.GetConditions().GetReady() == want
+							}
+						}
+					}
+				}
+			}
+			return false
+		}
+	}
+	until("flip", firstReady(true))
+	var flips, floors []time.Duration
+	for i := 0; b.Loop(); i++ {
+		time.Sleep(600 * time.Millisecond) // a quiet Service: the last write is a batch period old
+		ready := i%2 == 1
+		sl.Endpoints[0].Conditions.Ready = ptr.To(ready)
+		start := time.Now()
+		if err := cl.Client.Update(ctx, sl); err != nil {
+			b.Fatal(err)
+		}
+		updated := time.Since(start)
+		flips = append(flips, until("flip", firstReady(ready)).Sub(start))
+
+		// The floor: the update's round trip, and a PutExport seen by the watch.
+		put := time.Now()
+		port := int32(1000 + i)
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "floor",
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "floor"}, Spec: relaySpec(port), EndpointGroups: endpoints("10.2.0.1")}); err != nil {
+			b.Fatal(err)
+		}
+		seenAt := until("floor", func(imp *registryv1.ServiceImport) bool {
+			ports := imp.GetSpec().GetPorts()
+			return len(ports) == 1 && ports[0].GetPort() == port
+		})
+		floors = append(floors, updated+seenAt.Sub(put))
+	}
+	slices.Sort(flips)
+	slices.Sort(floors)
+	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
+	floor := p(floors, 0.5)
+	b.ReportMetric(float64(p(flips, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(p(flips, 0.99).Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
+	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
 }

@@ -23,7 +23,7 @@ func dynamoRegistry(t *testing.T, d *harness.DynamoDB, table string) *harness.Re
 	return harness.StartRegistry(t, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint)
 }
 
-func newTable(t *testing.T, d *harness.DynamoDB) string {
+func newTable(t testing.TB, d *harness.DynamoDB) string {
 	t.Helper()
 	table := harness.TableName(t)
 	if _, err := dynamostore.CreateTable(context.Background(), d.Client(), table); err != nil {

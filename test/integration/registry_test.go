@@ -35,7 +35,7 @@ func dialB(b *testing.B, addr string) registryv1.RegistryServiceClient {
 	return registryv1.NewRegistryServiceClient(conn)
 }
 
-func dial(t *testing.T, addr string) registryv1.RegistryServiceClient {
+func dial(t testing.TB, addr string) registryv1.RegistryServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

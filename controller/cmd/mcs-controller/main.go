@@ -76,6 +76,7 @@ type options struct {
 	createNamespaces    bool
 	adoptUnmanaged      bool
 	importDeletionDelay time.Duration
+	importWorkers       int
 	verifyEvery         int
 	showVersion         bool
 }
@@ -116,6 +117,7 @@ func run() int {
 	fs.BoolVar(&o.createNamespaces, "create-namespaces", false, "Create the namespace of an import when it does not exist, instead of holding the import until it is created.")
 	fs.BoolVar(&o.adoptUnmanaged, "adopt-unmanaged-imports", false, "Take over ServiceImports with an import's name that this controller did not create.")
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
+	fs.IntVar(&o.importWorkers, "import-workers", 8, "ServiceImports reconciled at once (1 to 64).")
 	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
@@ -242,6 +244,9 @@ func (o options) validate() ([]registryclient.Target, error) {
 	if o.renewInterval <= 0 || o.renewInterval*3 > o.leaseDuration {
 		return nil, fmt.Errorf("--renew-interval %s: must be positive and at most a third of --lease-duration (%s)", o.renewInterval, o.leaseDuration)
 	}
+	if o.importWorkers < 1 || o.importWorkers > 64 {
+		return nil, fmt.Errorf("--import-workers %d: must be between 1 and 64", o.importWorkers)
+	}
 	return targets, nil
 }
 
@@ -332,7 +337,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 		RefillHold: o.leaseDuration, OnHold: m.clustersHeld}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
-		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Log: log,
+		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers, Log: log,
 		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
 	}
 	exp.Session, exp.Imports = session, watch

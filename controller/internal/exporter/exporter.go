@@ -151,15 +151,30 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// enqueueSlice queues the Service of a slice after the batch period; events for the same
-// Service within the period become one reconcile.
+// enqueueSlice queues the Service of a slice. Leading and trailing edge: the first change
+// of a Service that was not written within the batch period is reconciled at once, so a
+// readiness flip reaches the registry without waiting; changes within the period after a
+// write wait for its end and become one reconcile (the reconcile also writes a Service at
+// most once per period), so endpoint churn still costs one write per period.
 func (r *Reconciler) enqueueSlice(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	labels := o.GetLabels()
 	name := labels[discoveryv1.LabelServiceName]
 	if name == "" || labels[discoveryv1.LabelManagedBy] == ManagedBy {
 		return
 	}
-	q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}, r.BatchPeriod)
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name}
+	r.mu.Lock()
+	last := r.sent[key]
+	r.mu.Unlock()
+	if last == nil {
+		q.Add(reconcile.Request{NamespacedName: key})
+		return
+	}
+	if wait := r.BatchPeriod - r.now().Sub(last.at); wait > 0 {
+		q.AddAfter(reconcile.Request{NamespacedName: key}, wait)
+		return
+	}
+	q.Add(reconcile.Request{NamespacedName: key})
 }
 
 // Trigger queues reconciles of the named ServiceExports (all of them when keys is nil).

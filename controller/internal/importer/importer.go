@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -78,8 +79,10 @@ type Reconciler struct {
 	// the registry, so a registry that lost its records (a memory-store restart) does not
 	// empty the cluster before the controllers send their exports again. 0: delete at once.
 	DeletionDelay time.Duration
-	Log           *slog.Logger
-	Metrics       Metrics
+	// Workers is how many ServiceImports are reconciled at once (--import-workers).
+	Workers int
+	Log     *slog.Logger
+	Metrics Metrics
 
 	mu      sync.Mutex
 	missing map[types.NamespacedName]time.Time
@@ -111,8 +114,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	workers := r.Workers
+	if workers < 1 {
+		workers = 1
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serviceimport").
+		// Imports of different Services are independent: reconcile several at once, so a
+		// large clusterset's import is bounded by the API server, not by one round trip at
+		// a time (controller-runtime never reconciles one key twice at once).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&mcsv1beta1.ServiceImport{}).
 		Watches(&corev1.Service{}, byServiceLabel).
 		Watches(&discoveryv1.EndpointSlice{}, byServiceLabel).

@@ -23,6 +23,7 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 )
 
@@ -165,9 +166,16 @@ func (s *restStream) RecvMsg(m any) error {
 	return nil
 }
 
-// SendMsg writes one message as {"result":...}, the gateway's stream format.
+// SendMsg writes one message as {"result":...}, the gateway's stream format. A shared
+// watch message is encoded once for every REST watch it goes to.
 func (s *restStream) SendMsg(m any) error {
-	b, err := s.watch.marshal.Marshal(m.(proto.Message))
+	var b []byte
+	var err error
+	if msg, ok := m.(*imports.Message); ok {
+		b, err = msg.EncodedJSON(s.watch.marshal)
+	} else {
+		b, err = s.watch.marshal.Marshal(m.(proto.Message))
+	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "encode a watch message: %v", err)
 	}

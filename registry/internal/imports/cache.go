@@ -164,6 +164,9 @@ type set struct {
 	// refresh serializes reads of the store with the updates made from them, so a later
 	// refresh never applies an older read.
 	refresh sync.Mutex
+	// commit gathers the Services of concurrent refreshes into one: a burst of syncs
+	// merges each Service once per batch, not once per sync.
+	commit groupCommit
 
 	mu       sync.Mutex
 	closed   bool
@@ -177,8 +180,10 @@ type set struct {
 	revision  int64
 	log       []logEntry
 	watchers  map[*Watcher]struct{}
-	timer     *time.Timer
-	timerAt   time.Time
+	// shared are the watch messages of the current revision, built once for every watcher.
+	shared  sharedMessages
+	timer   *time.Timer
+	timerAt time.Time
 }
 
 type logEntry struct {
@@ -479,17 +484,22 @@ func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []s
 	if s == nil {
 		return nil
 	}
+	return s.commit.do(ctx, keys, s.refreshServices)
+}
+
+// refreshServices reads the Services' exports and recomputes their imports in one step.
+func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey) error {
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
 	read := make([][]store.Export, len(keys))
 	for i, k := range keys {
-		exports, err := c.store.ListServiceExports(ctx, clusterset, k)
+		exports, err := s.cache.store.ListServiceExports(ctx, s.name, k)
 		if err != nil {
-			return fmt.Errorf("list exports of %s in %s: %w", k, clusterset, err)
+			return fmt.Errorf("list exports of %s in %s: %w", k, s.name, err)
 		}
 		read[i] = exports
 	}
-	now := c.now()
+	now := s.cache.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.clusters == nil {

@@ -74,11 +74,11 @@ func (f *fixture) next(w *Watcher) *registryv1.WatchImportsResponse {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
 	defer cancel()
-	resp, err := w.Next(ctx)
+	msg, err := w.Next(ctx)
 	if err != nil {
 		f.t.Fatalf("Next: %v", err)
 	}
-	return resp
+	return msg.WatchImportsResponse
 }
 
 func names(imps []*registryv1.ServiceImport) []string {

@@ -74,3 +74,42 @@ func TestEchoCostsNoMerge(t *testing.T) {
 		t.Fatal("a changed export was not merged")
 	}
 }
+
+// TestWatchersShareMessages: watchers at the same revision with the same filter are sent
+// one message (encoded once); another filter gets its own.
+func TestWatchersShareMessages(t *testing.T) {
+	f := newFixture(t, 0)
+	f.register("a", time.Minute)
+	f.put("a", "one", 80)
+	watch := func(fl Filter) *Watcher {
+		w, err := f.cache.Watch(f.ctx, "prod", fl, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Close)
+		return w
+	}
+	a, b, other := watch(Filter{IncludeEndpoints: true}), watch(Filter{IncludeEndpoints: true}), watch(Filter{})
+	next := func(w *Watcher) *Message {
+		t.Helper()
+		m, err := w.Next(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	sa, sb, so := next(a), next(b), next(other)
+	if sa != sb || sa == so {
+		t.Fatalf("snapshots shared: a==b %v, a==other %v; want true, false", sa == sb, sa == so)
+	}
+	f.put("a", "one", 81)
+	da, db := next(a), next(b)
+	if da != db || da.GetSnapshot() || len(da.GetUpserts()) != 1 {
+		t.Fatalf("deltas: shared %v, %v", da == db, da.WatchImportsResponse)
+	}
+	pa, _ := da.EncodedProto()
+	pb, _ := db.EncodedProto()
+	if &pa[0] != &pb[0] {
+		t.Fatal("the shared delta was encoded twice")
+	}
+}

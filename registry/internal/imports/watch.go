@@ -70,7 +70,7 @@ func (w *Watcher) Close() {
 
 // Next blocks until there is something to send and returns it: a snapshot first (unless
 // resumed), then deltas holding every import changed since the last response.
-func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, error) {
+func (w *Watcher) Next(ctx context.Context) (*Message, error) {
 	s := w.set
 	for {
 		s.mu.Lock()
@@ -79,9 +79,9 @@ func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, e
 			return nil, ErrWatchEnded
 		}
 		if w.cursor < 0 || !s.resumableLocked(w.cursor) {
-			resp := &registryv1.WatchImportsResponse{
-				Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter),
-			}
+			resp := s.shared.getLocked(messageKey{from: -1, to: s.revision, filter: w.filter}, func() *registryv1.WatchImportsResponse {
+				return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter)}
+			})
 			w.cursor = s.revision
 			s.mu.Unlock()
 			if f := s.cache.obs.Snapshot; f != nil {
@@ -90,7 +90,8 @@ func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, e
 			return resp, nil
 		}
 		if w.cursor < s.revision {
-			resp := w.deltaLocked()
+			resp := s.shared.getLocked(messageKey{from: w.cursor, to: s.revision, filter: w.filter}, w.deltaLocked)
+			w.cursor = s.revision
 			s.mu.Unlock()
 			if resp != nil {
 				if f := s.cache.obs.Delta; f != nil {
@@ -109,8 +110,7 @@ func (w *Watcher) Next(ctx context.Context) (*registryv1.WatchImportsResponse, e
 	}
 }
 
-// deltaLocked builds the changes since the cursor and moves the cursor; nil when none of
-// them passes the filter.
+// deltaLocked builds the changes since the cursor; nil when none of them passes the filter.
 func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
 	s := w.set
 	seen := map[store.ServiceKey]bool{}
@@ -136,7 +136,6 @@ func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
 			resp.Deletes = append(resp.Deletes, &registryv1.ServiceKey{Namespace: e.key.Namespace, Name: e.key.Name})
 		}
 	}
-	w.cursor = s.revision
 	if len(resp.Upserts) == 0 && len(resp.Deletes) == 0 {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 )
 
 // Decoding answers a request that is not a valid message (bad wire format, a string that
@@ -35,8 +36,20 @@ func (d *Decoding) Codec() encoding.CodecV2 { return codec{d} }
 
 type codec struct{ d *Decoding }
 
-func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.d.base.Marshal(v) }
-func (c codec) Name() string                           { return c.d.base.Name() }
+// Marshal encodes a message; a shared watch message is encoded once for all its streams
+// (a SliceBuffer is never returned to a pool, so the bytes can go out on many streams).
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*imports.Message); ok {
+		b, err := m.EncodedProto()
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.d.base.Marshal(v)
+}
+
+func (c codec) Name() string { return c.d.base.Name() }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.d.base.Unmarshal(data, v)

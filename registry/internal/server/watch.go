@@ -110,7 +110,7 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 	defer w.Close()
 	send := s.sender(stream)
 	for {
-		resp, err := w.Next(ctx)
+		msg, err := w.Next(ctx)
 		switch {
 		case errors.Is(err, imports.ErrWatchEnded):
 			return status.Error(codes.Unavailable, err.Error())
@@ -119,7 +119,7 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 		case err != nil:
 			return status.FromContextError(err).Err()
 		}
-		if err := send(resp); err != nil {
+		if err := send(msg); err != nil {
 			return err
 		}
 	}
@@ -137,14 +137,17 @@ func WithTimedSends(ctx context.Context) context.Context {
 // sender returns the watch's send: a message that waits longer than the send timeout
 // (a client that stopped reading) ends the watch, which frees what the watch holds; the
 // client watches again and resumes from its revision, or gets a snapshot.
-func (s *Server) sender(stream registryv1.RegistryService_WatchImportsServer) func(*registryv1.WatchImportsResponse) error {
+//
+// A message is sent as the shared *imports.Message: the codec (and the REST stream)
+// encode it once for every watcher it goes to.
+func (s *Server) sender(stream registryv1.RegistryService_WatchImportsServer) func(*imports.Message) error {
 	timeout := s.watches.SendTimeout
 	if timeout <= 0 {
-		return stream.Send
+		return func(msg *imports.Message) error { return stream.SendMsg(msg) }
 	}
 	if timed, _ := stream.Context().Value(timedSendsKey{}).(bool); timed {
-		return func(resp *registryv1.WatchImportsResponse) error {
-			err := stream.Send(resp)
+		return func(msg *imports.Message) error {
+			err := stream.SendMsg(msg)
 			if status.Code(err) == codes.ResourceExhausted {
 				s.refused(LimitSendTimeout)
 				s.log.Warn("closed a watch whose client stopped reading", "timeout", timeout)
@@ -155,8 +158,8 @@ func (s *Server) sender(stream registryv1.RegistryService_WatchImportsServer) fu
 	done := make(chan error, 1)
 	timer := time.NewTimer(timeout)
 	timer.Stop()
-	return func(resp *registryv1.WatchImportsResponse) error {
-		go func() { done <- stream.Send(resp) }()
+	return func(msg *imports.Message) error {
+		go func() { done <- stream.SendMsg(msg) }()
 		timer.Reset(timeout)
 		select {
 		case err := <-done:

@@ -21,8 +21,11 @@
 package dynamodb
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,6 +33,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -252,13 +257,25 @@ func (st *Store) GetCluster(ctx context.Context, k store.ClusterKey) (store.Clus
 
 // query returns every item of the clusterset whose sort key starts with prefix.
 func (st *Store) query(ctx context.Context, clusterset, prefix string) ([]map[string]types.AttributeValue, error) {
+	return st.queryProjected(ctx, clusterset, prefix, "", nil)
+}
+
+// queryProjected is query reading only the attributes of projection (and the keys); an
+// empty projection reads whole items.
+func (st *Store) queryProjected(ctx context.Context, clusterset, prefix, projection string, names map[string]string) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	var start map[string]types.AttributeValue
+	var proj *string
+	if projection != "" {
+		proj = aws.String(projection)
+	}
 	for {
 		out, err := st.api.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 &st.table,
 			KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk(clusterset)), ":p": s(prefix)},
+			ProjectionExpression:      proj,
+			ExpressionAttributeNames:  names,
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})
@@ -434,20 +451,55 @@ func newGen() string {
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
 // then the export item in a transaction with a check that the cluster exists, then the
 // previous chunks are removed.
-func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, error) {
+// encoded is an export's spec and endpoints as stored, and their sum.
+type encoded struct {
+	spec, eps []byte
+	sum       []byte
+}
+
+func encodeExport(e store.Export) (encoded, error) {
 	spec, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.Spec)
 	if err != nil {
-		return store.Export{}, fmt.Errorf("encode export spec: %w", err)
+		return encoded{}, fmt.Errorf("encode export spec: %w", err)
 	}
 	eps, err := marshalGroups(e.EndpointGroups)
 	if err != nil {
-		return store.Export{}, fmt.Errorf("encode endpoints: %w", err)
+		return encoded{}, fmt.Errorf("encode endpoints: %w", err)
 	}
+	h := sha256.New()
+	_ = binary.Write(h, binary.BigEndian, uint64(len(spec)))
+	h.Write(spec)
+	h.Write(eps)
+	return encoded{spec: spec, eps: eps, sum: h.Sum(nil)}, nil
+}
+
+// held is what the table holds of an export before a write: its chunks (to remove after
+// the write) and its create time.
+type held struct {
+	gen    string
+	chunks int
+	create time.Time
+}
+
+func heldFrom(item map[string]types.AttributeValue) *held {
+	if item == nil {
+		return nil
+	}
+	return &held{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs"))}
+}
+
+// putExport writes one export: chunk items first (when the endpoints do not fit inline),
+// then the export item in a transaction with a check that the cluster exists, then the
+// previous chunks are removed. old is what the table held, or nil when not known: then it
+// is read first, and the create time read back after the write.
+func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held, known bool) (store.Export, error) {
+	spec, eps := enc.spec, enc.eps
+	var err error
 	p := pk(e.Clusterset)
 	values := map[string]types.AttributeValue{
-		":spec": b(spec), ":now": n(ms(e.CreateTime)), ":upd": n(ms(e.UpdateTime)),
+		":spec": b(spec), ":now": n(ms(e.CreateTime)), ":upd": n(ms(e.UpdateTime)), ":sum": b(enc.sum),
 	}
-	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w"
+	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum"
 	gen := ""
 	var parts [][]byte
 	if len(eps) <= inlineLimit {
@@ -468,7 +520,10 @@ func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, e
 		values[":gen"], values[":chunks"] = s(gen), n(int64(len(parts)))
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
 	}
-	old, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+	if !known {
+		item, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+		old = heldFrom(item)
+	}
 	for attempt := 1; ; attempt++ {
 		err = st.writeExport(ctx, p, e, update, values)
 		if errors.Is(err, errFenced) && attempt < 3 && ctx.Err() == nil {
@@ -489,8 +544,15 @@ func (st *Store) putExport(ctx context.Context, e store.Export) (store.Export, e
 		}
 		return store.Export{}, err
 	}
-	if old != nil && getS(old, "gen") != "" {
-		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, getS(old, "gen"), int(getN(old, "chunks")))
+	if old != nil && old.gen != "" {
+		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, old.gen, old.chunks)
+	}
+	if known {
+		// The create time is written once: the held one, or this write's.
+		if old != nil {
+			e.CreateTime = old.create
+		}
+		return e, nil
 	}
 	got, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
 	if err != nil {
@@ -517,7 +579,7 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, upda
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
 		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)),
 			UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
-			ExpressionAttributeValues: values}},
+			ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}},
 	}})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
@@ -559,7 +621,11 @@ func (st *Store) getExportItem(ctx context.Context, clusterset string, svc store
 
 // PutExport implements store.Store.
 func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, error) {
-	return st.putExport(ctx, e)
+	enc, err := encodeExport(e)
+	if err != nil {
+		return store.Export{}, err
+	}
+	return st.putExport(ctx, e, enc, nil, false)
 }
 
 // DeleteExport implements store.Store. It first raises the cluster's fence, so that an
@@ -594,43 +660,121 @@ func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store
 	return len(out.Attributes) > 0, nil
 }
 
-// SyncExports implements store.Store. Each export is one conditional write; the set is
-// not one transaction (it may exceed DynamoDB's 100-item limit), so a failure part way
-// leaves some written, and the caller retries the whole set.
+// syncWriters is how many of a sync's writes are in flight at once.
+const syncWriters = 16
+
+// SyncExports implements store.Store. It reads the cluster's exports as they are stored
+// (keys, sums and chunk generations, not the endpoints), writes only the exports whose
+// content differs, up to syncWriters at a time, and deletes the cluster's other exports.
+// The set is not one transaction (it may exceed DynamoDB's 100-item limit), so a failure
+// part way leaves some written, and the caller retries the whole set.
 func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
 	if _, err := st.GetCluster(ctx, k); err != nil {
 		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
 	}
-	keep := map[store.ServiceKey]bool{}
-	stored := make([]store.Export, len(exports))
-	for i, e := range exports {
-		var err error
-		if stored[i], err = st.putExport(ctx, e); err != nil {
-			return nil, 0, err
-		}
-		keep[e.Service] = true
-	}
-	items, err := st.query(ctx, k.Clusterset, "EXPORT#")
+	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs", map[string]string{"#sum": "sum"})
 	if err != nil {
 		return nil, 0, err
 	}
-	deleted := 0
+	type heldItem struct {
+		held
+		sum []byte
+	}
+	mine := map[store.ServiceKey]heldItem{}
 	for _, it := range items {
 		ek, err := exportKeyFrom(it)
 		if err != nil {
 			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
 			continue
 		}
-		if ek.ClusterID != k.ClusterID || keep[ek.Service] {
-			continue
-		}
-		if ok, err := st.DeleteExport(ctx, k, ek.Service); err != nil {
-			return nil, deleted, err
-		} else if ok {
-			deleted++
+		if ek.ClusterID == k.ClusterID {
+			mine[ek.Service] = heldItem{held: *heldFrom(it), sum: getB(it, "sum")}
 		}
 	}
-	return stored, deleted, nil
+	stored := make([]store.Export, len(exports))
+	keep := make(map[store.ServiceKey]bool, len(exports))
+	var work []func(context.Context) error
+	for i, e := range exports {
+		keep[e.Service] = true
+		enc, err := encodeExport(e)
+		if err != nil {
+			return nil, 0, err
+		}
+		h, had := mine[e.Service]
+		if had && bytes.Equal(h.sum, enc.sum) {
+			// Unchanged: nothing to write.
+			e.CreateTime = h.create
+			stored[i] = e
+			continue
+		}
+		var old *held
+		if had {
+			old = &h.held
+		}
+		work = append(work, func(ctx context.Context) error {
+			var err error
+			stored[i], err = st.putExport(ctx, e, enc, old, true)
+			return err
+		})
+	}
+	if err := inParallel(ctx, syncWriters, work); err != nil {
+		return nil, 0, err
+	}
+	var deleted atomic.Int64
+	work = work[:0]
+	for svc := range mine {
+		if !keep[svc] {
+			work = append(work, func(ctx context.Context) error {
+				ok, err := st.DeleteExport(ctx, k, svc)
+				if ok {
+					deleted.Add(1)
+				}
+				return err
+			})
+		}
+	}
+	if err := inParallel(ctx, syncWriters, work); err != nil {
+		return nil, int(deleted.Load()), err
+	}
+	return stored, int(deleted.Load()), nil
+}
+
+// inParallel runs the calls, at most n at a time, and returns the first error; after an
+// error no more calls start.
+func inParallel(parent context.Context, n int, calls []func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, call := range calls {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := call(ctx); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return parent.Err()
 }
 
 // exportFrom decodes an export item, reading its chunks when it has them.

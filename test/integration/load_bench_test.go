@@ -1,0 +1,245 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// loadSize reads LOAD_CLUSTERS, LOAD_SERVICES, LOAD_ENDPOINTS and LOAD_WATCHES, with the
+// given defaults.
+func loadSize(clusters, services, endpoints, watches int) (int, int, int, int) {
+	get := func(name string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+			return v
+		}
+		return def
+	}
+	return get("LOAD_CLUSTERS", clusters), get("LOAD_SERVICES", services), get("LOAD_ENDPOINTS", endpoints), get("LOAD_WATCHES", watches)
+}
+
+// cpuSeconds is the user and system CPU time the process has used.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks of 10 ms
+}
+
+// BenchmarkRegistryLoad is the registry's load generator. Method: the real mcs-registry on
+// the chosen store; C clusters register, then all C send SyncExports of S Services of E
+// endpoints each at the same moment (every cluster exports the same Service names, as a
+// fleet does); reported: the wall time of the whole load, the p50 and max latency of one
+// call, and the registry's CPU seconds and RSS. Then W watches with endpoints open at
+// once: the time until every one has its snapshot, and the RSS. Then 200 PutExports, one
+// at a time, each changing one endpoint of one Service, with the W watches following: the
+// p50 and p99 time until every watch has the change, the floor of the same run (the
+// PutExport's own round trip, p50), and the writes per second.
+//
+//	cd test && go test -run '^$' -bench 'RegistryLoad/memory' -benchtime 1x -timeout 30m ./integration/
+//	LOAD_CLUSTERS=100 LOAD_SERVICES=1000 LOAD_ENDPOINTS=10 LOAD_WATCHES=100 (the default for memory)
+//	cd test && go test -run '^$' -bench 'RegistryLoad/dynamodb' -benchtime 1x ./integration/  (10 × 100 × 10)
+func BenchmarkRegistryLoad(b *testing.B) {
+	for _, tc := range []struct {
+		store                                string
+		clusters, services, endpoints, watch int
+	}{
+		{"memory", 100, 1000, 10, 100},
+		{"memory-small", 10, 100, 10, 10},
+		{"dynamodb", 10, 100, 10, 10},
+	} {
+		b.Run(tc.store, func(b *testing.B) {
+			clusters, services, perExport, watches := loadSize(tc.clusters, tc.services, tc.endpoints, tc.watch)
+			var reg *harness.Registry
+			if tc.store == "dynamodb" {
+				d := harness.StartDynamoDB(b)
+				table := newTable(b, d)
+				b.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
+				b.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
+				reg = harness.StartRegistry(b, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint, "--max-request-bytes=67108864")
+			} else {
+				reg = harness.StartRegistry(b, "--store=memory", "--max-request-bytes=67108864")
+			}
+			for b.Loop() {
+				runLoad(b, reg, clusters, services, perExport, watches)
+			}
+		})
+	}
+}
+
+func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport, watches int) {
+	ctx := context.Background()
+	c := dial(b, reg.GRPCAddr)
+	reqs := make([]*registryv1.SyncExportsRequest, clusters)
+	for i := range clusters {
+		id := fmt.Sprintf("load-%03d", i)
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+			b.Fatal(err)
+		}
+		req := &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: id}
+		for s := range services {
+			ips := make([]string, perExport)
+			for e := range ips {
+				ips[e] = fmt.Sprintf("10.%d.%d.%d", i, s%256, e)
+			}
+			req.Exports = append(req.Exports, &registryv1.ExportContent{Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("pool-%04d", s)},
+				Spec: relaySpec(80), EndpointGroups: endpoints(ips...)})
+		}
+		reqs[i] = req
+	}
+	cpu0 := cpuSeconds(reg.Pid())
+	lat := make([]time.Duration, clusters)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, req := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			if _, err := c.SyncExports(ctx, req); err != nil {
+				b.Error(err)
+			}
+			lat[i] = time.Since(t)
+		}()
+	}
+	wg.Wait()
+	load := time.Since(start)
+	slices.Sort(lat)
+	b.ReportMetric(load.Seconds(), "s-load")
+	b.ReportMetric(lat[len(lat)/2].Seconds(), "s-call-p50")
+	b.ReportMetric(lat[len(lat)-1].Seconds(), "s-call-max")
+	b.ReportMetric(cpuSeconds(reg.Pid())-cpu0, "s-cpu-load")
+	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-load")
+	reqs = nil
+
+	// W watches with endpoints; each reports when it has its snapshot, then how far it got.
+	type watchState struct {
+		mu  sync.Mutex
+		rev int64
+		at  time.Time
+	}
+	states := make([]*watchState, watches)
+	snapshots := make(chan struct{}, watches)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	start = time.Now()
+	for i := range watches {
+		st := &watchState{}
+		states[i] = st
+		wc := dial(b, reg.GRPCAddr) // a connection each, as controllers have
+		go func() {
+			w, err := wc.WatchImports(wctx, &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+			if err != nil {
+				return
+			}
+			first := true
+			for {
+				resp, err := w.Recv()
+				if err != nil {
+					return
+				}
+				st.mu.Lock()
+				st.rev, st.at = resp.GetRevision(), time.Now()
+				st.mu.Unlock()
+				if first {
+					first = false
+					snapshots <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range watches {
+		<-snapshots
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "s-all-snapshots")
+	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-watches")
+
+	// One write at a time, followed by every watch.
+	var follow, floor []time.Duration
+	writes := 200
+	start = time.Now()
+	for i := range writes {
+		t := time.Now()
+		resp, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "load-000",
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "pool-0000"}, Spec: relaySpec(80),
+			EndpointGroups: endpoints(fmt.Sprintf("10.0.0.%d", i%250), "10.0.1.1")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		floor = append(floor, time.Since(t))
+		_ = resp
+		// The revision after the write: ListImports answers from the same cache.
+		list, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod", Namespace: "none"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev := list.GetRevision()
+		deadline := time.Now().Add(time.Minute)
+		var last time.Time
+		for _, st := range states {
+			for {
+				st.mu.Lock()
+				r, at := st.rev, st.at
+				st.mu.Unlock()
+				if r >= rev {
+					if at.After(last) {
+						last = at
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("a watch did not reach revision %d", rev)
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+		follow = append(follow, last.Sub(t))
+	}
+	slices.Sort(follow)
+	slices.Sort(floor)
+	b.ReportMetric(float64(follow[len(follow)/2].Microseconds())/1000, "ms-write-to-all-watches-p50")
+	b.ReportMetric(float64(follow[len(follow)*99/100].Microseconds())/1000, "ms-write-to-all-watches-p99")
+	b.ReportMetric(float64(floor[len(floor)/2].Microseconds())/1000, "ms-floor-put-p50")
+
+	// Throughput: writes back to back, until every watch has the last one.
+	start = time.Now()
+	for i := range writes {
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "load-000",
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "pool-0000"}, Spec: relaySpec(80),
+			EndpointGroups: endpoints(fmt.Sprintf("10.0.2.%d", i%250), "10.0.1.1")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	list, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod", Namespace: "none"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range states {
+		for {
+			st.mu.Lock()
+			r := st.rev
+			st.mu.Unlock()
+			if r >= list.GetRevision() {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.ReportMetric(float64(writes)/time.Since(start).Seconds(), "writes/s-followed")
+	stop()
+}
