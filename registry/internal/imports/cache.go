@@ -201,10 +201,18 @@ func (c *Cache) loaded(ctx context.Context, name string) (*set, error) {
 		c.sets[name] = s
 	}
 	c.mu.Unlock()
+	// Loaded already: no wait for a refresh in progress (reads and quota checks would
+	// otherwise queue behind the store reads of other writes).
+	s.mu.Lock()
+	ready := s.clusters != nil
+	s.mu.Unlock()
+	if ready {
+		return s, nil
+	}
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
 	s.mu.Lock()
-	ready := s.clusters != nil
+	ready = s.clusters != nil
 	s.mu.Unlock()
 	if ready {
 		return s, nil
@@ -485,6 +493,45 @@ func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []s
 		return nil
 	}
 	return s.commit.do(ctx, keys, s.refreshServices)
+}
+
+// ApplyPut applies an export this replica has just written, from the write's own result,
+// without reading the store (read-your-writes at no cost). An entry of the same cluster
+// that is newer (a later write that reached the cache first) is kept. Under the refresh
+// lock, so no refresh that read the store before the write can apply after it.
+func (c *Cache) ApplyPut(clusterset string, e store.Export) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	now := c.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return
+	}
+	held := s.exports[e.Service]
+	next := make([]store.Export, 0, len(held)+1)
+	placed := false
+	for _, x := range held {
+		switch {
+		case x.ClusterID != e.ClusterID:
+			next = append(next, x)
+		case x.UpdateTime.After(e.UpdateTime):
+			return // a newer write is held
+		default:
+			next = append(next, e)
+			placed = true
+		}
+	}
+	if !placed {
+		next = append(next, e)
+		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
+	}
+	s.setExportsLocked(e.Service, next)
+	s.recomputeLocked(e.Service, now)
 }
 
 // refreshServices reads the Services' exports and recomputes their imports in one step.

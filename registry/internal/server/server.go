@@ -296,7 +296,7 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	if err != nil {
 		return nil, storeError("put export", err)
 	}
-	s.refreshService(ctx, key.Clusterset, e.Service)
+	s.cache.ApplyPut(key.Clusterset, e)
 	imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 	if err != nil {
 		return nil, storeError("read import", err)

@@ -490,8 +490,8 @@ func heldFrom(item map[string]types.AttributeValue) *held {
 
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
 // then the export item in a transaction with a check that the cluster exists, then the
-// previous chunks are removed. old is what the table held, or nil when not known: then it
-// is read first, and the create time read back after the write.
+// previous chunks are removed. old is what the table held (nil: nothing); when not known,
+// it is read first.
 func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held, known bool) (store.Export, error) {
 	spec, eps := enc.spec, enc.eps
 	var err error
@@ -521,8 +521,11 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
 	}
 	if !known {
+		// What is held now: its chunks go after the write, and its create time is the
+		// export's (written once). A first write racing another replica's first write of
+		// the same export may answer its own create time; the table keeps the first.
 		item, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
-		old = heldFrom(item)
+		old, known = heldFrom(item), true
 	}
 	for attempt := 1; ; attempt++ {
 		err = st.writeExport(ctx, p, e, update, values)
@@ -547,19 +550,11 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 	if old != nil && old.gen != "" {
 		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, old.gen, old.chunks)
 	}
-	if known {
-		// The create time is written once: the held one, or this write's.
-		if old != nil {
-			e.CreateTime = old.create
-		}
-		return e, nil
-	}
-	got, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
-	if err != nil {
-		return store.Export{}, err
-	}
-	if got != nil {
-		e.CreateTime = fromMs(getN(got, "createMs"))
+	// The create time is written once: the held one, or this write's. Times are returned
+	// as stored (milliseconds), so the write's result and later reads of it are equal.
+	e.CreateTime, e.UpdateTime = fromMs(ms(e.CreateTime)), fromMs(ms(e.UpdateTime))
+	if old != nil {
+		e.CreateTime = old.create
 	}
 	return e, nil
 }
