@@ -244,3 +244,141 @@ func BenchmarkExportReadinessFlip(b *testing.B) {
 	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
 	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
 }
+
+// readyWatch follows the imported EndpointSlices of a Service in one cluster and reports on
+// ch the time of every change of the readiness of the endpoint with addr.
+func readyWatch(b *testing.B, c *harness.Cluster, ns, svc, addr string) <-chan readyAt {
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns), client.MatchingLabels{"multicluster.kubernetes.io/service-name": svc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := make(chan readyAt, 1024)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				if len(e.Addresses) == 1 && e.Addresses[0] == addr {
+					ch <- readyAt{at: time.Now(), ready: e.Conditions.Ready != nil && *e.Conditions.Ready}
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+type readyAt struct {
+	at    time.Time
+	ready bool
+}
+
+// BenchmarkPropagationReadinessFlip: three real clusters with their controllers (default
+// flags) and the registry; one endpoint's readiness flips in cluster A (one EndpointSlice
+// update, every 800 ms), measured until the imported EndpointSlices in B and in C both show
+// it (a watch in each). The floor, measured in the same run: the update's own round trip in
+// A, a PutExport round trip seen by a registry watch, and an EndpointSlice update's round
+// trip in B — the three writes the path cannot avoid.
+//
+//	cd test && go test -run '^$' -bench PropagationReadinessFlip -benchtime 30x -timeout 20m ./integration/
+func BenchmarkPropagationReadinessFlip(b *testing.B) {
+	ctx := context.Background()
+	reg := harness.StartRegistry(b, "--store=memory")
+	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
+	for _, cl := range cls {
+		if err := cl.Client.Create(ctx, namespace("dynamo")); err != nil {
+			b.Fatal(err)
+		}
+		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
+	}
+	a := cls[0]
+	var ips []string
+	for e := range 10 {
+		ips = append(ips, fmt.Sprintf("10.1.0.%d", e+1))
+	}
+	sl := slice("dynamo", "flip", "flip-x", ips...)
+	for _, o := range []client.Object{service("dynamo", "flip", 80), serviceExport("dynamo", "flip"), sl} {
+		if err := a.Client.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inB, inC := readyWatch(b, cls[1], "dynamo", "flip", "10.1.0.1"), readyWatch(b, cls[2], "dynamo", "flip", "10.1.0.1")
+	until := func(ch <-chan readyAt, want bool) time.Time {
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case r := <-ch:
+				if r.ready == want {
+					return r.at
+				}
+			case <-timeout:
+				b.Fatal("the imported slice never showed the change")
+			}
+		}
+	}
+	until(inB, true)
+	until(inC, true)
+
+	// For the floor: a registry watch, and a slice of B's own to update.
+	c := dial(b, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", Namespace: "floor"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		b.Fatal(err)
+	}
+	own := slice("dynamo", "own", "own-x", "10.3.0.1")
+	if err := cls[1].Client.Create(ctx, own); err != nil {
+		b.Fatal(err)
+	}
+	var flips, floors []time.Duration
+	for i := 0; b.Loop(); i++ {
+		time.Sleep(800 * time.Millisecond)
+		ready := i%2 == 1
+		sl.Endpoints[0].Conditions.Ready = ptr.To(ready)
+		start := time.Now()
+		if err := a.Client.Update(ctx, sl); err != nil {
+			b.Fatal(err)
+		}
+		updated := time.Since(start)
+		tb, tc := until(inB, ready), until(inC, ready)
+		flips = append(flips, max(tb.Sub(start), tc.Sub(start)))
+
+		put := time.Now()
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "floor",
+			Service: &registryv1.ServiceKey{Namespace: "floor", Name: "floor"}, Spec: relaySpec(int32(1000 + i)), EndpointGroups: endpoints("10.2.0.1")}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			b.Fatal(err)
+		}
+		registryTrip := time.Since(put)
+		own.Endpoints[0].Conditions.Ready = ptr.To(ready)
+		t := time.Now()
+		if err := cls[1].Client.Update(ctx, own); err != nil {
+			b.Fatal(err)
+		}
+		floors = append(floors, updated+registryTrip+time.Since(t))
+	}
+	slices.Sort(flips)
+	slices.Sort(floors)
+	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
+	floor := p(floors, 0.5)
+	b.ReportMetric(float64(p(flips, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(p(flips, 0.99).Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
+	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
+}
