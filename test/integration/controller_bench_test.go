@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
@@ -381,4 +384,118 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 	b.ReportMetric(float64(p(flips, 0.99).Microseconds())/1000, "ms-p99")
 	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
 	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
+}
+
+// BenchmarkPropagationNewExport: three real clusters with their controllers (default
+// flags); each iteration creates a new Service with one EndpointSlice and its ServiceExport
+// in cluster A, and measures until B and C both have an imported EndpointSlice of it (a
+// watch in each). The floor of the same run: the three creates in A, a PutExport seen by a
+// registry watch, and the three creates an import makes in B (ServiceImport, Service,
+// EndpointSlice, in a namespace nothing imports into), each timed as the same client
+// makes them.
+//
+//	cd test && go test -run '^$' -bench PropagationNewExport -benchtime 20x -timeout 20m ./integration/
+func BenchmarkPropagationNewExport(b *testing.B) {
+	ctx := context.Background()
+	reg := harness.StartRegistry(b, "--store=memory")
+	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
+	for _, cl := range cls {
+		for _, ns := range []string{"dynamo", "local"} {
+			if err := cl.Client.Create(ctx, namespace(ns)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
+	}
+	a := cls[0]
+	// Imported slices of any Service in dynamo, by Service name.
+	arrived := func(c *harness.Cluster) <-chan string {
+		wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: c.Client.Scheme()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		b.Cleanup(cancel)
+		w, err := wc.Watch(wctx, &discoveryv1.EndpointSliceList{}, client.InNamespace("dynamo"), client.HasLabels{"multicluster.kubernetes.io/service-name"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch := make(chan string, 1024)
+		go func() {
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok && len(s.Endpoints) > 0 {
+					ch <- s.Labels["multicluster.kubernetes.io/service-name"]
+				}
+			}
+		}()
+		return ch
+	}
+	inB, inC := arrived(cls[1]), arrived(cls[2])
+	until := func(ch <-chan string, name string) time.Time {
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case n := <-ch:
+				if n == name {
+					return time.Now()
+				}
+			case <-timeout:
+				b.Fatalf("%s was never imported", name)
+			}
+		}
+	}
+	c := dial(b, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", Namespace: "floor"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		b.Fatal(err)
+	}
+	var took, floors []time.Duration
+	for i := 0; b.Loop(); i++ {
+		time.Sleep(300 * time.Millisecond)
+		name := fmt.Sprintf("new-%03d", i)
+		start := time.Now()
+		for _, o := range []client.Object{service("dynamo", name, 80), slice("dynamo", name, name+"-x", "10.4.0.1"), serviceExport("dynamo", name)} {
+			if err := a.Client.Create(ctx, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+		created := time.Since(start)
+		tb, tc := until(inB, name), until(inC, name)
+		took = append(took, max(tb.Sub(start), tc.Sub(start)))
+
+		put := time.Now()
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "floor",
+			Service: &registryv1.ServiceKey{Namespace: "floor", Name: name}, Spec: relaySpec(80), EndpointGroups: endpoints("10.2.0.1")}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			b.Fatal(err)
+		}
+		registryTrip := time.Since(put)
+		t := time.Now()
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "local", Name: name},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+		for _, o := range []client.Object{si, service("local", name, 80), slice("local", name, name+"-x", "10.4.0.1")} {
+			if err := cls[1].Client.Create(ctx, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+		floors = append(floors, created+registryTrip+time.Since(t))
+	}
+	slices.Sort(took)
+	slices.Sort(floors)
+	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
+	floor := p(floors, 0.5)
+	b.ReportMetric(float64(p(took, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(p(took, 0.99).Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
+	b.ReportMetric(float64(p(took, 0.5))/float64(floor), "p50/floor")
 }
