@@ -238,14 +238,7 @@ func BenchmarkExportReadinessFlip(b *testing.B) {
 		})
 		floors = append(floors, updated+seenAt.Sub(put))
 	}
-	slices.Sort(flips)
-	slices.Sort(floors)
-	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
-	floor := p(floors, 0.5)
-	b.ReportMetric(float64(p(flips, 0.5).Microseconds())/1000, "ms-p50")
-	b.ReportMetric(float64(p(flips, 0.99).Microseconds())/1000, "ms-p99")
-	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
-	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
+	reportAgainstFloor(b, flips, floors, 0.99)
 }
 
 // readyWatch follows the imported EndpointSlices of a Service in one cluster and reports on
@@ -295,14 +288,7 @@ type readyAt struct {
 func BenchmarkPropagationReadinessFlip(b *testing.B) {
 	ctx := context.Background()
 	reg := harness.StartRegistry(b, "--store=memory")
-	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
-	for _, cl := range cls {
-		if err := cl.Client.Create(ctx, namespace("dynamo")); err != nil {
-			b.Fatal(err)
-		}
-		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
-			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
-	}
+	cls := threeClusters(b, reg, "dynamo")
 	a := cls[0]
 	var ips []string
 	for e := range 10 {
@@ -332,17 +318,7 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 	until(inC, true)
 
 	// For the floor: a registry watch, and a slice of B's own to update.
-	c := dial(b, reg.GRPCAddr)
-	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
-		b.Fatal(err)
-	}
-	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", Namespace: "floor"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := w.Recv(); err != nil {
-		b.Fatal(err)
-	}
+	c, w := floorWatch(b, reg)
 	own := slice("dynamo", "own", "own-x", "10.3.0.1")
 	if err := cls[1].Client.Create(ctx, own); err != nil {
 		b.Fatal(err)
@@ -376,14 +352,7 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 		}
 		floors = append(floors, updated+registryTrip+time.Since(t))
 	}
-	slices.Sort(flips)
-	slices.Sort(floors)
-	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
-	floor := p(floors, 0.5)
-	b.ReportMetric(float64(p(flips, 0.5).Microseconds())/1000, "ms-p50")
-	b.ReportMetric(float64(p(flips, 0.99).Microseconds())/1000, "ms-p99")
-	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
-	b.ReportMetric(float64(p(flips, 0.99))/float64(floor), "p99/floor")
+	reportAgainstFloor(b, flips, floors, 0.99)
 }
 
 // BenchmarkPropagationNewExport: three real clusters with their controllers (default
@@ -398,16 +367,7 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 func BenchmarkPropagationNewExport(b *testing.B) {
 	ctx := context.Background()
 	reg := harness.StartRegistry(b, "--store=memory")
-	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
-	for _, cl := range cls {
-		for _, ns := range []string{"dynamo", "local"} {
-			if err := cl.Client.Create(ctx, namespace(ns)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
-			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
-	}
+	cls := threeClusters(b, reg, "dynamo", "local")
 	a := cls[0]
 	// Imported slices of any Service in dynamo, by Service name.
 	arrived := func(c *harness.Cluster) <-chan string {
@@ -446,17 +406,7 @@ func BenchmarkPropagationNewExport(b *testing.B) {
 			}
 		}
 	}
-	c := dial(b, reg.GRPCAddr)
-	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
-		b.Fatal(err)
-	}
-	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", Namespace: "floor"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := w.Recv(); err != nil {
-		b.Fatal(err)
-	}
+	c, w := floorWatch(b, reg)
 	var took, floors []time.Duration
 	for i := 0; b.Loop(); i++ {
 		time.Sleep(300 * time.Millisecond)
@@ -490,12 +440,52 @@ func BenchmarkPropagationNewExport(b *testing.B) {
 		}
 		floors = append(floors, created+registryTrip+time.Since(t))
 	}
+	reportAgainstFloor(b, took, floors, 0.5)
+}
+
+// reportAgainstFloor reports the p50 and p99 of the measured times, the p50 of the floor
+// measured in the same run, and the measured time at quantile q over that floor.
+func reportAgainstFloor(b *testing.B, took, floors []time.Duration, q float64) {
 	slices.Sort(took)
 	slices.Sort(floors)
-	p := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
-	floor := p(floors, 0.5)
-	b.ReportMetric(float64(p(took, 0.5).Microseconds())/1000, "ms-p50")
-	b.ReportMetric(float64(p(took, 0.99).Microseconds())/1000, "ms-p99")
+	at := func(d []time.Duration, q float64) time.Duration { return d[int(q*float64(len(d)-1))] }
+	floor := at(floors, 0.5)
+	b.ReportMetric(float64(at(took, 0.5).Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(at(took, 0.99).Microseconds())/1000, "ms-p99")
 	b.ReportMetric(float64(floor.Microseconds())/1000, "ms-floor-p50")
-	b.ReportMetric(float64(p(took, 0.5))/float64(floor), "p50/floor")
+	b.ReportMetric(float64(at(took, q))/float64(floor), fmt.Sprintf("p%.0f/floor", q*100))
+}
+
+// threeClusters starts clusters a, b and c with the namespaces and a controller each
+// (default flags) on the registry.
+func threeClusters(b *testing.B, reg *harness.Registry, namespaces ...string) []*harness.Cluster {
+	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
+	for _, cl := range cls {
+		for _, ns := range namespaces {
+			if err := cl.Client.Create(context.Background(), namespace(ns)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
+	}
+	return cls
+}
+
+// floorWatch registers cluster "floor" and watches the imports of namespace floor, for
+// timing a PutExport until a watch has it.
+func floorWatch(b *testing.B, reg *harness.Registry) (registryv1.RegistryServiceClient, registryv1.RegistryService_WatchImportsClient) {
+	ctx := context.Background()
+	c := dial(b, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "floor", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", Namespace: "floor"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		b.Fatal(err)
+	}
+	return c, w
 }

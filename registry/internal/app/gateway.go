@@ -68,25 +68,10 @@ func (p *perCallConn) Invoke(ctx context.Context, method string, args, reply any
 	return cc.Invoke(ctx, method, args, reply, opts...)
 }
 
-// NewStream implements grpc.ClientConnInterface; the connection closes with the stream.
-func (p *perCallConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	cc, err := p.dial()
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	cs, err := cc.NewStream(ctx, desc, method, opts...)
-	if err != nil {
-		cancel()
-		cc.Close()
-		return nil, err
-	}
-	go func() {
-		<-cs.Context().Done()
-		cancel()
-		cc.Close()
-	}()
-	return cs, nil
+// NewStream implements grpc.ClientConnInterface. The API's one stream, WatchImports, is
+// served over REST by restWatch, in process; no REST path opens a gRPC stream.
+func (p *perCallConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, status.Error(codes.Unimplemented, "REST streams are served in process")
 }
 
 // watchMethod is the full gRPC name of WatchImports.

@@ -24,6 +24,7 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/merge"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -393,7 +394,7 @@ func (s *set) setExportsLocked(k store.ServiceKey, exports []store.Export) {
 			m = map[store.ServiceKey]int{}
 			s.byCluster[e.ClusterID] = m
 		}
-		m[k] = EndpointCount(e.EndpointGroups)
+		m[k] = validate.EndpointCount(e.EndpointGroups)
 	}
 }
 
@@ -412,15 +413,6 @@ func sameExports(a, b []store.Export) bool {
 		}
 	}
 	return true
-}
-
-// EndpointCount is the number of endpoints in endpoint groups.
-func EndpointCount(groups []*registryv1.EndpointGroup) int {
-	n := 0
-	for _, g := range groups {
-		n += len(g.GetEndpoints())
-	}
-	return n
 }
 
 // Usage is what one cluster holds in a clusterset: its exports and their endpoints.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -111,5 +112,40 @@ func TestWatchersShareMessages(t *testing.T) {
 	pb, _ := db.EncodedProto()
 	if &pa[0] != &pb[0] {
 		t.Fatal("the shared delta was encoded twice")
+	}
+}
+
+// TestApplyPutKeepsNewer: a write's own result applied to the cache replaces an older
+// entry of the same cluster, and never a newer one that reached the cache first.
+func TestApplyPutKeepsNewer(t *testing.T) {
+	f := newFixture(t, 0)
+	f.register("a", time.Minute)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil { // loads the clusterset
+		t.Fatal(err)
+	}
+	k := store.ServiceKey{Namespace: "dynamo", Name: "one"}
+	at := f.clk.Now()
+	export := func(port int32, when time.Time) store.Export {
+		return store.Export{Clusterset: "prod", ClusterID: "a", Service: k, CreateTime: at, UpdateTime: when,
+			Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port}}}}
+	}
+	port := func() int32 {
+		imp, err := f.cache.Import(f.ctx, "prod", k)
+		if err != nil || imp == nil {
+			t.Fatalf("import: %v %v", imp, err)
+		}
+		return imp.GetSpec().GetPorts()[0].GetPort()
+	}
+	f.cache.ApplyPut("prod", export(80, at.Add(time.Second)))
+	if got := port(); got != 80 {
+		t.Fatalf("port %d after the first write, want 80", got)
+	}
+	f.cache.ApplyPut("prod", export(81, at)) // older than what is held
+	if got := port(); got != 80 {
+		t.Fatalf("an older write replaced a newer one: port %d", got)
+	}
+	f.cache.ApplyPut("prod", export(82, at.Add(2*time.Second)))
+	if got := port(); got != 82 {
+		t.Fatalf("a newer write was not applied: port %d", got)
 	}
 }

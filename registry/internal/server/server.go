@@ -284,7 +284,7 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 		return nil, storeError("read the cluster's exports", err)
 	}
 	u.Exports++
-	u.Endpoints += imports.EndpointCount(req.GetEndpointGroups())
+	u.Endpoints += validate.EndpointCount(req.GetEndpointGroups())
 	if err := s.overQuota(key, u); err != nil {
 		return nil, err
 	}
@@ -378,7 +378,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	// The synced set replaces everything the cluster holds: the quota is the request's.
 	u := imports.Usage{Exports: len(req.GetExports())}
 	for _, x := range req.GetExports() {
-		u.Endpoints += imports.EndpointCount(x.GetEndpointGroups())
+		u.Endpoints += validate.EndpointCount(x.GetEndpointGroups())
 	}
 	if err := s.overQuota(key, u); err != nil {
 		return nil, err

@@ -291,17 +291,22 @@ func qualifiedKey(errs *Errors, field, k string) {
 	}
 }
 
+// EndpointCount is the number of endpoints in endpoint groups.
+func EndpointCount(groups []*registryv1.EndpointGroup) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g.GetEndpoints())
+	}
+	return n
+}
+
 // EndpointGroups checks the endpoints of an export.
 func EndpointGroups(errs *Errors, field string, groups []*registryv1.EndpointGroup) {
 	if len(groups) > MaxEndpointGroups {
 		errs.add(field, "%d groups, at most %d allowed", len(groups), MaxEndpointGroups)
 		return
 	}
-	total := 0
-	for _, g := range groups {
-		total += len(g.GetEndpoints())
-	}
-	if total > MaxEndpoints {
+	if total := EndpointCount(groups); total > MaxEndpoints {
 		errs.add(field, "%d endpoints, at most %d allowed per export", total, MaxEndpoints)
 		return
 	}

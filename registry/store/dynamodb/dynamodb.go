@@ -490,9 +490,8 @@ func heldFrom(item map[string]types.AttributeValue) *held {
 
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
 // then the export item in a transaction with a check that the cluster exists, then the
-// previous chunks are removed. old is what the table held (nil: nothing); when not known,
-// it is read first.
-func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held, known bool) (store.Export, error) {
+// previous chunks are removed. old is what the table held (nil: nothing).
+func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held) (store.Export, error) {
 	spec, eps := enc.spec, enc.eps
 	var err error
 	p := pk(e.Clusterset)
@@ -519,13 +518,6 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 		}
 		values[":gen"], values[":chunks"] = s(gen), n(int64(len(parts)))
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
-	}
-	if !known {
-		// What is held now: its chunks go after the write, and its create time is the
-		// export's (written once). A first write racing another replica's first write of
-		// the same export may answer its own create time; the table keeps the first.
-		item, _ := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
-		old, known = heldFrom(item), true
 	}
 	for attempt := 1; ; attempt++ {
 		err = st.writeExport(ctx, p, e, update, values)
@@ -620,13 +612,30 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	if err != nil {
 		return store.Export{}, err
 	}
-	return st.putExport(ctx, e, enc, nil, false)
+	// What is held now: its chunks go after the write, and its create time is the
+	// export's (written once). A first write racing another replica's first write of the
+	// same export may answer its own create time; the table keeps the first.
+	item, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+	if err != nil {
+		return store.Export{}, err
+	}
+	return st.putExport(ctx, e, enc, heldFrom(item))
 }
 
 // DeleteExport implements store.Store. It first raises the cluster's fence, so that an
 // export write received before the delete and still on its way to DynamoDB cannot apply
 // after it; then it deletes the export unless a newer write replaced it.
 func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	f, err := st.raiseFence(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	return st.deleteExportItem(ctx, k, svc, f)
+}
+
+// raiseFence sets the cluster's fenceUs to now and returns it: no export write of the
+// cluster sent before it applies after.
+func (st *Store) raiseFence(ctx context.Context, k store.ClusterKey) (int64, error) {
 	f := st.now().UnixMicro()
 	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table, Key: key(pk(k.Clusterset), clusterSK(k.ClusterID)),
@@ -636,8 +645,14 @@ func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store
 	})
 	if err != nil && !isCondFailed(err) {
 		// A failed condition: the cluster is gone (its exports with it) or a newer fence stands.
-		return false, unavailable("fence export writes", err)
+		return 0, unavailable("fence export writes", err)
 	}
+	return f, nil
+}
+
+// deleteExportItem deletes the export, with its chunks, unless a write newer than the
+// fence f replaced it.
+func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc store.ServiceKey, f int64) (bool, error) {
 	out, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: &st.table, Key: key(pk(k.Clusterset), exportSK(svc, k.ClusterID)), ReturnValues: types.ReturnValueAllOld,
 		ConditionExpression:       aws.String("attribute_not_exists(writeUs) OR writeUs < :f"),
@@ -708,19 +723,29 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		}
 		work = append(work, func(ctx context.Context) error {
 			var err error
-			stored[i], err = st.putExport(ctx, e, enc, old, true)
+			stored[i], err = st.putExport(ctx, e, enc, old)
 			return err
 		})
 	}
 	if err := inParallel(ctx, syncWriters, work); err != nil {
 		return nil, 0, err
 	}
+	// One fence for all of the sync's deletes, raised after its writes.
+	var fence int64
+	for svc := range mine {
+		if !keep[svc] {
+			if fence, err = st.raiseFence(ctx, k); err != nil {
+				return nil, 0, err
+			}
+			break
+		}
+	}
 	var deleted atomic.Int64
 	work = work[:0]
 	for svc := range mine {
 		if !keep[svc] {
 			work = append(work, func(ctx context.Context) error {
-				ok, err := st.DeleteExport(ctx, k, svc)
+				ok, err := st.deleteExportItem(ctx, k, svc, fence)
 				if ok {
 					deleted.Add(1)
 				}
