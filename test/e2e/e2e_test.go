@@ -193,7 +193,18 @@ func TestEndToEnd(t *testing.T) {
 	}
 	si := &mcsv1beta1.ServiceImport{}
 	if err := euw1.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}, si); err != nil || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Port != 80 {
-		t.Fatalf("the oldest export's port does not win: %+v %v", si.Spec.Ports, err)
+		// What the registry and euw1-a hold, so that a failure says which side lost it.
+		_, regImports := get(t, rest+"/v1/clustersets/prod/imports")
+		_, metrics := get(t, "http://"+euw1.Controller.MetricsAddr+"/metrics")
+		var held []string
+		for _, l := range strings.Split(metrics, "\n") {
+			if strings.HasPrefix(l, "mcs_controller_imports_held") || strings.HasPrefix(l, "mcs_controller_import_writes_total") {
+				held = append(held, l)
+			}
+		}
+		time.Sleep(time.Second)
+		t.Fatalf("the oldest export's port does not win: %+v %v\nregistry imports: %s\neuw1-a: %s\neuw1-a a second later: %s",
+			si.Spec.Ports, err, regImports, strings.Join(held, "; "), imported(euw1.Cluster, "dynamo"))
 	}
 	if err := euw1.Client.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "my-dgd-pool-relay"}}); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,11 @@ func (f *Forwarder) serve(target string) {
 // Close stops listening and cuts every forwarded connection.
 func (f *Forwarder) Close() {
 	_ = f.lis.Close()
+	f.Cut()
+}
+
+// Cut closes every forwarded connection and keeps listening: clients connect again.
+func (f *Forwarder) Cut() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for c := range f.conn {

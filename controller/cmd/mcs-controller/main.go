@@ -255,7 +255,7 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := registryclient.TLSConfig(o.registryCAFile, o.registryCertFile, o.registryKeyFile)
+	tlsFiles, err := registryclient.LoadTLSFiles(o.registryCAFile, o.registryCertFile, o.registryKeyFile, log)
 	if err != nil {
 		return err
 	}
@@ -313,8 +313,11 @@ func runController(ctx context.Context, o options, log *slog.Logger) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	m := newMetrics(crmetrics.Registry)
+	if err := mgr.Add(tlsFiles); err != nil {
+		return err
+	}
 	pool, err := registryclient.NewPool(registryclient.PoolOptions{
-		Targets: targets, TLS: tlsCfg, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
+		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
 	})
 	if err != nil {
 		return err

@@ -6,21 +6,18 @@ package registryclient
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -82,37 +79,6 @@ func ParseURLs(raw []string, allowInsecure bool) ([]Target, error) {
 	return out, nil
 }
 
-// TLSConfig returns the client TLS configuration: the CAs of caFile, else the system roots,
-// and, when certFile is set, the client certificate of certFile and keyFile, read again
-// whenever the files change (cert-manager rotates them) for every new connection. The
-// server name is set per connection from the URL's host.
-func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("--registry-tls-cert-file and --registry-tls-key-file: set both or neither")
-	}
-	if certFile != "" {
-		kp := &keyPair{certFile: certFile, keyFile: keyFile}
-		if _, err := kp.get(); err != nil {
-			return nil, err
-		}
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
-	}
-	if caFile == "" {
-		return cfg, nil
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--registry-tls-ca-file %s: no PEM certificate in it", caFile)
-	}
-	cfg.RootCAs = pool
-	return cfg, nil
-}
-
 // Metrics are the hooks the pool and the session report to. Any field may be nil.
 type Metrics struct {
 	// ConnectionState: 1 when the URL answered its last call or health check, 0 when not.
@@ -147,8 +113,9 @@ type Pool struct {
 
 // PoolOptions configure NewPool.
 type PoolOptions struct {
-	Targets     []Target
-	TLS         *tls.Config
+	Targets []Target
+	// TLS gives the configuration of each new TLS connection (LoadTLSFiles's Config).
+	TLS         func() *tls.Config
 	Logger      *slog.Logger
 	Metrics     Metrics
 	CallTimeout time.Duration
@@ -166,9 +133,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	for _, t := range opts.Targets {
 		creds := insecure.NewCredentials()
 		if t.Secure {
-			c := opts.TLS.Clone()
-			c.ServerName = t.Host
-			creds = credentials.NewTLS(c)
+			creds = &filesCreds{config: opts.TLS, serverName: t.Host}
 		}
 		cc, err := grpc.NewClient(t.Address,
 			grpc.WithTransportCredentials(creds),
@@ -327,40 +292,4 @@ func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
 			delay = max
 		}
 	}
-}
-
-// keyPair is a client certificate read from files, reloaded when either file changes.
-type keyPair struct {
-	certFile, keyFile string
-	mu                sync.Mutex
-	cert              *tls.Certificate
-	stamp             string
-}
-
-func (k *keyPair) get() (*tls.Certificate, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	stamp := ""
-	for _, f := range []string{k.certFile, k.keyFile} {
-		st, err := os.Stat(f)
-		if err != nil {
-			if k.cert != nil {
-				return k.cert, nil // mid-rotation: keep the last good pair
-			}
-			return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
-		}
-		stamp += st.ModTime().String() + fmt.Sprint(st.Size())
-	}
-	if k.cert != nil && stamp == k.stamp {
-		return k.cert, nil
-	}
-	c, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
-	if err != nil {
-		if k.cert != nil {
-			return k.cert, nil
-		}
-		return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
-	}
-	k.cert, k.stamp = &c, stamp
-	return k.cert, nil
 }

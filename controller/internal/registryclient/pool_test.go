@@ -1,9 +1,19 @@
 package registryclient
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -53,13 +63,67 @@ func TestParseURLs(t *testing.T) {
 	}
 }
 
-func TestTLSConfig(t *testing.T) {
-	if _, err := TLSConfig("/nonexistent/ca.crt", "", ""); err == nil || !strings.Contains(err.Error(), "--registry-tls-ca-file") {
+func TestLoadTLSFiles(t *testing.T) {
+	if _, err := LoadTLSFiles("/nonexistent/ca.crt", "", "", nil); err == nil || !strings.Contains(err.Error(), "--registry-tls-ca-file") {
 		t.Fatalf("missing CA file error = %v", err)
 	}
-	cfg, err := TLSConfig("", "", "")
-	if err != nil || cfg.RootCAs != nil {
-		t.Fatalf("no CA file: %v, roots %v; want the system roots", err, cfg.RootCAs)
+	if _, err := LoadTLSFiles("", "/nonexistent/tls.crt", "", nil); err == nil || !strings.Contains(err.Error(), "set both or neither") {
+		t.Fatalf("cert without key error = %v", err)
+	}
+	f, err := LoadTLSFiles("", "", "", nil)
+	if err != nil || f.Config().RootCAs != nil {
+		t.Fatalf("no CA file: %v; want the system roots", err)
+	}
+}
+
+// TestCABundleReload: a new connection after the bundle's file was replaced uses the new
+// bundle; a file that is not a bundle leaves the last good one in use.
+func TestCABundleReload(t *testing.T) {
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	certPEM := func(cn string) ([]byte, *x509.Certificate) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour),
+			IsCA: true, BasicConstraintsValid: true}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := x509.ParseCertificate(der)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), c
+	}
+	one, oneCert := certPEM("one")
+	two, twoCert := certPEM("two")
+	replace := func(data []byte) {
+		if err := os.WriteFile(caFile+".tmp", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(caFile+".tmp", caFile); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(caCheckEvery + 50*time.Millisecond)
+	}
+	if err := os.WriteFile(caFile, one, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadTLSFiles(caFile, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusts := func(c *x509.Certificate) bool {
+		_, err := c.Verify(x509.VerifyOptions{Roots: f.Config().RootCAs})
+		return err == nil
+	}
+	if !trusts(oneCert) || trusts(twoCert) {
+		t.Fatal("at start: want CA one only")
+	}
+	replace(two)
+	if trusts(oneCert) || !trusts(twoCert) {
+		t.Fatalf("after the bundle was replaced: want CA two only (one %v, two %v)", trusts(oneCert), trusts(twoCert))
+	}
+	replace([]byte("half-written"))
+	if !trusts(twoCert) {
+		t.Fatal("a bad bundle replaced the last good one")
 	}
 }
 

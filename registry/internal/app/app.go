@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +40,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
@@ -135,29 +135,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var serverTLS *tls.Config
-	if cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			return fmt.Errorf("--tls-cert-file/--tls-key-file: load key pair: %w", err)
-		}
-		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if cfg.ClientCAFile != "" {
-			pem, err := os.ReadFile(cfg.ClientCAFile)
-			if err != nil {
-				return fmt.Errorf("--client-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--client-ca-file %s: no PEM certificate in it", cfg.ClientCAFile)
-			}
-			serverTLS.ClientCAs = pool
-			serverTLS.ClientAuth = tls.RequireAndVerifyClientCert
-		}
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
+	// The TLS files are read again when they change (a renewed certificate, a CA added to
+	// the client-CA bundle): new connections use them with no restart.
+	var grpcTLS, restTLS *tls.Config
+	if cfg.TLSCertFile != "" {
+		src, err := tlsfiles.Load(tlsfiles.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ClientCAFile: cfg.ClientCAFile}, log, m.tlsObserver(reg))
+		if err != nil {
+			return err
+		}
+		grpcTLS, restTLS = src.ServerConfig(), src.ServerConfig("h2", "http/1.1")
+	}
+	serverTLS := grpcTLS != nil
 	// Every read skips a bad item again: count each skip, log each item once (up to a
 	// thousand items, so a flood of them cannot grow the set without bound).
 	var badMu sync.Mutex
@@ -217,8 +208,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 	internalGRPC := grpc.NewServer(grpcOpts...)
-	if serverTLS != nil {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	if serverTLS {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS)))
 	}
 	grpcServer := grpc.NewServer(grpcOpts...)
 	healthServer := health.NewServer()
@@ -296,8 +287,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	// has its own deadline (--send-timeout) instead.
 	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: handshakeTimeout, ReadTimeout: time.Minute,
 		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	if serverTLS != nil {
-		restServer.TLSConfig = serverTLS
+	if serverTLS {
+		restServer.TLSConfig = restTLS
 	} else {
 		restServer.Protocols = new(http.Protocols)
 		restServer.Protocols.SetHTTP1(true)
@@ -326,7 +317,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	go func() { errc <- serveErr("grpc", grpcServer.Serve(grpcLis)) }()
 	go func() { errc <- serveErr("internal grpc", internalGRPC.Serve(inproc)) }()
 	go func() {
-		if serverTLS != nil {
+		if serverTLS {
 			errc <- serveErr("rest", restServer.ServeTLS(restLis, "", ""))
 		} else {
 			errc <- serveErr("rest", restServer.Serve(restLis))
@@ -334,7 +325,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	}()
 	go func() { errc <- serveErr("admin", adminServer.Serve(adminLis)) }()
 	log.Info("mcs-registry serving", "grpc", grpcLis.Addr().String(), "rest", restLis.Addr().String(), "admin", adminLis.Addr().String(),
-		"store", cfg.Store, "tls", serverTLS != nil, "client_auth", az != nil)
+		"store", cfg.Store, "tls", serverTLS, "client_auth", az != nil)
 	if ready != nil {
 		ready(grpcLis.Addr(), restLis.Addr(), adminLis.Addr())
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/x509"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
 )
 
 // metrics are the registry's Prometheus metrics, registered on the process's own registry.
@@ -23,6 +25,8 @@ type metrics struct {
 	denials       *prometheus.CounterVec
 	badItems      prometheus.Counter
 	refusals      *prometheus.CounterVec
+	tlsReloads    *prometheus.CounterVec
+	tlsNotAfter   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -65,8 +69,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_limit_refusals_total",
 		Help: "Requests refused, and watches closed, because they reached a limit, by limit (docs/configuration.md).",
 	}, []string{"limit"})
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals)
+	m.tlsReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcs_registry_tls_reloads_total",
+		Help: "Reloads of the TLS files (--tls-cert-file, --tls-key-file, --client-ca-file) after they changed, by result (success, or failure: the previous files stay in use).",
+	}, []string{"result"})
+	m.tlsNotAfter = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcs_registry_tls_certificate_expiry_timestamp_seconds",
+		Help: "When the serving certificate in use expires (its NotAfter), in Unix seconds; absent without TLS.",
+	})
+	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads)
 	return m
+}
+
+// tlsObserver reports the TLS files' reloads and the serving certificate's expiry; the
+// expiry gauge is registered only when TLS is served.
+func (m *metrics) tlsObserver(reg prometheus.Registerer) tlsfiles.Observer {
+	reg.MustRegister(m.tlsNotAfter)
+	return tlsfiles.Observer{
+		Reloaded: func(ok bool) {
+			result := "success"
+			if !ok {
+				result = "failure"
+			}
+			m.tlsReloads.WithLabelValues(result).Inc()
+		},
+		Certificate: func(c *x509.Certificate) { m.tlsNotAfter.Set(float64(c.NotAfter.Unix())) },
+	}
 }
 
 func (m *metrics) denied(method string) { m.denials.WithLabelValues(method).Inc() }

@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Metric reads one series from a Prometheus text endpoint: series is the metric name with
+// its labels as the endpoint writes them (`name{a="x",b="y"}`, or the bare name). It
+// returns 0 when the series is absent (a counter not yet incremented).
+func Metric(tb testing.TB, url, series string) float64 {
+	tb.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		tb.Fatalf("harness: metrics %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("harness: metrics %s: %d %v", url, resp.StatusCode, err)
+	}
+	v, err := MetricIn(string(b), series)
+	if err != nil {
+		tb.Fatalf("harness: metrics %s: %v", url, err)
+	}
+	return v
+}
+
+// MetricIn finds one series in a Prometheus text exposition (see Metric).
+func MetricIn(text, series string) (float64, error) {
+	for _, l := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(l, series+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("series %s: %w", series, err)
+		}
+		return v, nil
+	}
+	return 0, nil
+}
