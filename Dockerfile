@@ -15,10 +15,12 @@ COPY test/go.mod test/go.sum test/
 RUN go mod download
 COPY . .
 ARG VERSION=dev
+ARG COMMIT=unknown
+ARG BUILD_DATE=unknown
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 # The same script as `make build`.
-RUN GOOS=$TARGETOS GOARCH=$TARGETARCH VERSION=$VERSION bash hack/build-binaries.sh /out
+RUN GOOS=$TARGETOS GOARCH=$TARGETARCH VERSION=$VERSION COMMIT=$COMMIT BUILD_DATE=$BUILD_DATE bash hack/build-binaries.sh /out
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/mcs-registry /out/mcs-controller /out/mcs-admin /out/global-discovery-service /

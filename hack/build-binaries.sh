@@ -7,12 +7,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/bin}
 version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}
+commit=${COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+# The commit's time, not the clock's: building one commit twice gives the same bytes.
+build_date=${BUILD_DATE:-$(TZ=UTC git -C "$root" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)}
 export CGO_ENABLED=0
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # the builds run in each module's folder
 build() { # module, binary
+  local pkg=github.com/ai-dynamo/global-discovery-mcs/$1/internal/version
   (cd "$root/$1" && go build -trimpath \
-    -ldflags "-s -w -X github.com/ai-dynamo/global-discovery-mcs/$1/internal/version.Version=$version" \
+    -ldflags "-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.BuildDate=$build_date" \
     -o "$out/$2" "./cmd/$2")
 }
 build registry mcs-registry

@@ -249,3 +249,62 @@ func splitArgs(s string) []string {
 	}
 	return out
 }
+
+var (
+	// Metric names as the code declares them: opts structs and descriptors.
+	metricNameRE = regexp.MustCompile(`(?:Name:\s*|NewDesc\()"((?:mcs|gds)_[a-z0-9_]+)"`)
+	// Flags as the binaries declare them: flag and pflag definitions.
+	flagRE    = regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Duration|Float64|Uint|StringSlice|StringArray)(?:Var)?P?\((?:&[\w.]+,\s*)?"([a-z][a-z0-9-]+)"`)
+	flagVarRE = regexp.MustCompile(`\.Var\([^,]+,\s*"([a-z][a-z0-9-]+)"`)
+)
+
+// TestReferenceComplete: every metric and every flag the binaries define is in the
+// configuration reference ("a flag or metric that is not in the reference does not exist").
+func TestReferenceComplete(t *testing.T) {
+	r := root(t)
+	ref, err := os.ReadFile(filepath.Join(r, "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, flags := map[string]string{}, map[string]string{}
+	for _, mod := range []string{"registry", "controller", "admin", "gds-client"} {
+		err := filepath.WalkDir(filepath.Join(r, mod), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(r, path)
+			for _, m := range metricNameRE.FindAllStringSubmatch(string(src), -1) {
+				metrics[m[1]] = rel
+			}
+			// Flags are parsed only in main packages and the admin CLI.
+			if strings.Contains(rel, "/cmd/") || strings.Contains(rel, "/internal/cli/") {
+				for _, re := range []*regexp.Regexp{flagRE, flagVarRE} {
+					for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+						flags[m[1]] = rel
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(metrics) < 20 || len(flags) < 40 {
+		t.Fatalf("found %d metrics and %d flags in the code: the patterns no longer match it", len(metrics), len(flags))
+	}
+	for name, file := range metrics {
+		if !strings.Contains(string(ref), "`"+name+"`") {
+			t.Errorf("metric %s (%s) is not in docs/configuration.md", name, file)
+		}
+	}
+	for name, file := range flags {
+		if !strings.Contains(string(ref), "`--"+name) {
+			t.Errorf("flag --%s (%s) is not in docs/configuration.md", name, file)
+		}
+	}
+}

@@ -120,6 +120,25 @@ func TestCertificateRotation(t *testing.T) {
 	if v := harness.Metric(t, metrics, `mcs_controller_export_writes_total{op="put",result="failure"}`); v != 0 {
 		t.Fatalf("%v export writes failed during the rotation", v)
 	}
+
+	// The inventory of the clusterset, and what each binary was built from.
+	regMetrics := "http://" + reg.AdminAddr + "/metrics"
+	for series, want := range map[string]float64{
+		`mcs_registry_clusters{clusterset="prod",state="active"}`:  1,
+		`mcs_registry_clusters{clusterset="prod",state="expired"}`: 0,
+		`mcs_registry_exports{clusterset="prod"}`:                  2,
+		`mcs_registry_imports{clusterset="prod"}`:                  2,
+		`mcs_registry_imports_in_conflict{clusterset="prod"}`:      0,
+	} {
+		if got := harness.Metric(t, regMetrics, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	for url, name := range map[string]string{regMetrics: "mcs_registry_build_info", metrics: "mcs_controller_build_info"} {
+		if _, body := get(t, url); !strings.Contains(body, name+"{build_date=") || !strings.Contains(body, `go_version="go1.`) {
+			t.Errorf("%s: no %s with the build's labels", url, name)
+		}
+	}
 }
 
 // servedCertificate completes a TLS handshake with the registry (trusting caFile, presenting

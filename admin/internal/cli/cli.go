@@ -105,7 +105,7 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
   mcs-admin --registry-url=http://localhost:8080 describe --clusterset=prod
   mcs-admin --registry-url=https://mcs-registry.example.internal:8080 --registry-ca-file=ca.crt \
     --registry-cert-file=admin.crt --registry-key-file=admin.key delete-cluster --clusterset=prod --cluster=use1-a --yes`,
-		Version:       version.Version,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -125,7 +126,7 @@ func run() int {
 		return 2
 	}
 	if o.showVersion {
-		fmt.Println("mcs-controller", version.Version)
+		fmt.Println("mcs-controller", version.String())
 		return 0
 	}
 	var level slog.Level
@@ -420,6 +421,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		heldCl: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcs_controller_registry_restart_held_clusters",
 			Help: "Source clusters whose imported endpoints are kept after the registry's epoch changed, until each sends its exports again (at most --lease-duration)."}),
 	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_build_info",
+		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
+	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, goruntime.Version()).Set(1)
+	reg.MustRegister(buildInfo)
 	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl)
 	return m
 }

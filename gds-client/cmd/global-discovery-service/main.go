@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -44,7 +45,7 @@ func run() int {
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("global-discovery-service", version.Version)
+		fmt.Println("global-discovery-service", version.String())
 		return 0
 	}
 	var level slog.Level
@@ -70,6 +71,10 @@ func run() int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gds_build_info",
+		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
+	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
+	reg.MustRegister(buildInfo)
 	m := httpapi.NewMetrics(reg)
 	d, err := discovery.New(cfg, cs, log, m.Observer())
 	if err != nil {

@@ -57,7 +57,7 @@ func run() int {
 		}
 	}
 	if *showVersion {
-		fmt.Println("mcs-registry", version.Version)
+		fmt.Println("mcs-registry", version.String())
 		return 0
 	}
 	var level slog.Level

@@ -173,6 +173,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	runCtx, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
 	cache := imports.New(imports.Options{Store: st, Logger: log, Observer: m.observer()})
+	reg.MustRegister(newInventory(cache))
 	go func() {
 		if err := cache.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("imports cache stopped", "error", err)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/x509"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/version"
 )
 
 // metrics are the registry's Prometheus metrics, registered on the process's own registry.
@@ -77,6 +79,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_tls_certificate_expiry_timestamp_seconds",
 		Help: "When the serving certificate in use expires (its NotAfter), in Unix seconds; absent without TLS.",
 	})
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mcs_registry_build_info",
+		Help: "Always 1; the labels say what the binary was built from.",
+	}, []string{"version", "commit", "build_date", "go_version"})
+	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
+	reg.MustRegister(buildInfo)
 	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads)
 	return m
 }
@@ -135,4 +143,41 @@ func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	err := handler(srv, ss)
 	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
 	return err
+}
+
+// inventory reports each clusterset's clusters, exports and imports at scrape time.
+type inventory struct {
+	cache                                   *imports.Cache
+	clusters, exports, imports, conflicting *prometheus.Desc
+}
+
+func newInventory(c *imports.Cache) *inventory {
+	return &inventory{
+		cache: c,
+		clusters: prometheus.NewDesc("mcs_registry_clusters",
+			"Registered clusters, by clusterset and lease state (active or expired), in the clustersets this replica serves.", []string{"clusterset", "state"}, nil),
+		exports: prometheus.NewDesc("mcs_registry_exports",
+			"Exports, by clusterset, in the clustersets this replica serves.", []string{"clusterset"}, nil),
+		imports: prometheus.NewDesc("mcs_registry_imports",
+			"ServiceImports, by clusterset, in the clustersets this replica serves.", []string{"clusterset"}, nil),
+		conflicting: prometheus.NewDesc("mcs_registry_imports_in_conflict",
+			"ServiceImports whose exports disagree (a Conflict condition on their ServiceExports), by clusterset.", []string{"clusterset"}, nil),
+	}
+}
+
+func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
+	ch <- i.clusters
+	ch <- i.exports
+	ch <- i.imports
+	ch <- i.conflicting
+}
+
+func (i *inventory) Collect(ch chan<- prometheus.Metric) {
+	for _, inv := range i.cache.Inventory() {
+		ch <- prometheus.MustNewConstMetric(i.clusters, prometheus.GaugeValue, float64(inv.ActiveClusters), inv.Clusterset, "active")
+		ch <- prometheus.MustNewConstMetric(i.clusters, prometheus.GaugeValue, float64(inv.ExpiredClusters), inv.Clusterset, "expired")
+		ch <- prometheus.MustNewConstMetric(i.exports, prometheus.GaugeValue, float64(inv.Exports), inv.Clusterset)
+		ch <- prometheus.MustNewConstMetric(i.imports, prometheus.GaugeValue, float64(inv.Imports), inv.Clusterset)
+		ch <- prometheus.MustNewConstMetric(i.conflicting, prometheus.GaugeValue, float64(inv.Conflicts), inv.Clusterset)
+	}
 }

@@ -149,3 +149,30 @@ func TestApplyPutKeepsNewer(t *testing.T) {
 		t.Fatalf("a newer write was not applied: port %d", got)
 	}
 }
+
+// TestInventory: clusters by lease state, exports, imports and conflicting imports of a
+// loaded clusterset; a clusterset nobody loaded is not listed.
+func TestInventory(t *testing.T) {
+	f := newFixture(t, 0)
+	if got := f.cache.Inventory(); len(got) != 0 {
+		t.Fatalf("before any read: %+v", got)
+	}
+	f.register("a", time.Minute)
+	f.register("b", time.Minute)
+	f.register("c", 10*time.Second)
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil { // loads the clusterset
+		t.Fatal(err)
+	}
+	f.put("a", "one", 80)
+	f.put("b", "one", 81) // a port conflict with a's
+	f.put("a", "two", 80)
+	f.put("c", "three", 80)
+	f.clk.Add(30 * time.Second) // c's lease expires: its export leaves the imports
+	if err := f.cache.Resync(f.ctx, "prod"); err != nil {
+		t.Fatal(err)
+	}
+	want := Inventory{Clusterset: "prod", ActiveClusters: 2, ExpiredClusters: 1, Exports: 4, Imports: 2, Conflicts: 1}
+	if got := f.cache.Inventory(); len(got) != 1 || got[0] != want {
+		t.Fatalf("Inventory() = %+v, want [%+v]", got, want)
+	}
+}
