@@ -15,6 +15,7 @@ type Forwarder struct {
 	lis  net.Listener
 	mu   sync.Mutex
 	conn map[net.Conn]struct{}
+	down bool
 }
 
 // Forward listens on a free loopback port and forwards every connection to target.
@@ -36,6 +37,13 @@ func (f *Forwarder) serve(target string) {
 		if err != nil {
 			return
 		}
+		f.mu.Lock()
+		down := f.down
+		f.mu.Unlock()
+		if down {
+			in.Close()
+			continue
+		}
 		out, err := net.Dial("tcp", target)
 		if err != nil {
 			in.Close()
@@ -53,6 +61,17 @@ func (f *Forwarder) serve(target string) {
 func (f *Forwarder) Close() {
 	_ = f.lis.Close()
 	f.Cut()
+}
+
+// SetDown makes the target unreachable through the forwarder (every forwarded connection
+// cut, new ones closed at once) or reachable again.
+func (f *Forwarder) SetDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+	if down {
+		f.Cut()
+	}
 }
 
 // Cut closes every forwarded connection and keeps listening: clients connect again.

@@ -214,6 +214,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	}
 	grpcServer := grpc.NewServer(grpcOpts...)
 	healthServer := health.NewServer()
+	// gRPC health follows the store, as /readyz does: a controller's failback probe moves
+	// back only to a registry that can serve. "" and the service's name say the same.
+	go followStore(runCtx, healthServer, st)
 	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
 		s.RegisterService(decoding.ServiceDesc(), svc)
 		healthpb.RegisterHealthServer(s, healthServer)
@@ -428,4 +431,41 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
 	}
 	return st, nil
+}
+
+// storeCheckEvery is how often gRPC health asks the store whether it answers.
+const storeCheckEvery = 5 * time.Second
+
+// followStore sets the gRPC health of the server ("" and the registry service) from the
+// store's Ping until ctx ends. After the registry's Shutdown the health server ignores
+// changes and says NOT_SERVING.
+func followStore(ctx context.Context, hs *health.Server, st interface {
+	Ping(context.Context) error
+}) {
+	services := []string{"", registryv1.RegistryService_ServiceDesc.ServiceName}
+	set := func(status healthpb.HealthCheckResponse_ServingStatus) {
+		for _, s := range services {
+			hs.SetServingStatus(s, status)
+		}
+	}
+	t := time.NewTicker(storeCheckEvery)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := st.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			set(healthpb.HealthCheckResponse_NOT_SERVING)
+		} else {
+			set(healthpb.HealthCheckResponse_SERVING)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

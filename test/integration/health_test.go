@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// TestHealthFollowsStore: the registry's gRPC health (what a controller's failback probe
+// asks) says NOT_SERVING while its DynamoDB endpoint does not answer and SERVING again
+// when it does, for the server ("") and the registry service alike, as /readyz does.
+func TestHealthFollowsStore(t *testing.T) {
+	d := harness.StartDynamoDB(t)
+	table := newTable(t, d)
+	fw := harness.Forward(t, strings.TrimPrefix(d.Endpoint, "http://"))
+	reg := dynamoRegistry(t, &harness.DynamoDB{Endpoint: "http://" + fw.Addr, Region: d.Region}, table)
+	conn, err := grpc.NewClient(reg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	status := func() string {
+		var out []string
+		for _, svc := range []string{"", "globaldiscoverymcs.registry.v1.RegistryService"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+			cancel()
+			if err != nil {
+				out = append(out, err.Error())
+			} else {
+				out = append(out, resp.GetStatus().String())
+			}
+		}
+		code, _ := get(t, "http://"+reg.AdminAddr+"/readyz")
+		return strings.Join(out, " ") + " readyz=" + map[bool]string{true: "200", false: "503"}[code == 200]
+	}
+	want := func(what, s string) {
+		harness.Eventually(t, what, 30*time.Second, func() string {
+			if got := status(); got != s {
+				return got
+			}
+			return ""
+		})
+	}
+	want("serving", "SERVING SERVING readyz=200")
+	fw.SetDown(true)
+	want("not serving while DynamoDB is unreachable", "NOT_SERVING NOT_SERVING readyz=503")
+	fw.SetDown(false)
+	want("serving again", "SERVING SERVING readyz=200")
+}
