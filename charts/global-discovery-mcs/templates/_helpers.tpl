@@ -10,6 +10,17 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end }}
 
 {{/* The registry URLs the controller dials, with the chart's checks. */}}
+{{/*
+gdmcs.registryInsecure is "true" when the controller may dial http:// URLs: with
+controller.registryAllowInsecureHttp, or when it dials the default URL, the registry
+Service of this release without TLS, whose traffic stays inside the cluster.
+*/}}
+{{- define "gdmcs.registryInsecure" -}}
+{{- if or .Values.controller.registryAllowInsecureHttp (and (not .Values.controller.registryUrls) .Values.registry.enabled (eq .Values.registry.tls.secretName "")) -}}
+true
+{{- end -}}
+{{- end }}
+
 {{- define "gdmcs.registryUrls" -}}
 {{- $urls := .Values.controller.registryUrls -}}
 {{- if not $urls -}}
@@ -20,7 +31,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- $urls = list (printf "%s://mcs-registry.%s.svc:%v" $scheme .Release.Namespace .Values.registry.service.grpcPort) -}}
 {{- end -}}
 {{- range $urls -}}
-{{- if and (hasPrefix "http://" .) (not $.Values.controller.registryAllowInsecureHttp) -}}
+{{- if and (hasPrefix "http://" .) (not (include "gdmcs.registryInsecure" $)) -}}
 {{- fail (printf "controller.registryUrls: %q is plaintext http://; use an https:// URL, or set controller.registryAllowInsecureHttp=true to allow it" .) -}}
 {{- end -}}
 {{- end -}}
