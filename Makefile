@@ -73,8 +73,10 @@ release:
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  echo ">> $$os/$$arch"; \
-	  GOOS=$$os GOARCH=$$arch VERSION=$(VERSION) bash hack/build-binaries.sh dist/$$os-$$arch; \
-	  tar -C dist/$$os-$$arch -czf dist/global-discovery-mcs-$(VERSION)-$$os-$$arch.tar.gz .; \
+	  name=global-discovery-mcs-$(VERSION)-$$os-$$arch; \
+	  GOOS=$$os GOARCH=$$arch VERSION=$(VERSION) bash hack/build-binaries.sh dist/$$name; \
+	  cp LICENSE README.md dist/$$name/; \
+	  tar -C dist -czf dist/$$name.tar.gz $$name; \
 	done
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
