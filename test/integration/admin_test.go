@@ -169,7 +169,7 @@ func TestAdminThroughRegistry(t *testing.T) {
 	turl := []string{"--registry-url=https://localhost:" + restPort, "--registry-ca-file=" + serverCA.CertFile}
 	asCluster := append(turl, "--registry-cert-file="+aCert, "--registry-key-file="+aKey)
 	asAdmin := append(turl, "--registry-cert-file="+adminCert, "--registry-key-file="+adminKey)
-	if out, err = execAdminRegistry(t, append(turl, "describe", "--clusterset=prod")...); err == nil || !strings.Contains(out, "a registry with --client-ca-file needs --registry-cert-file and --registry-key-file") {
+	if out, err = execAdminRegistry(t, append(turl, "describe", "--clusterset=prod")...); err == nil || !strings.Contains(out, "a registry with --client-ca-file needs --registry-tls-cert-file and --registry-tls-key-file") {
 		t.Fatalf("describe without a client certificate: %v\n%s", err, out)
 	}
 	if out, err = execAdminRegistry(t, append(asCluster, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes")...); err == nil || !strings.Contains(out, "registry answered HTTP 403") || !strings.Contains(out, "needs an admin identity") {

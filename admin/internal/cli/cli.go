@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
@@ -54,19 +55,19 @@ type registryData interface {
 // check refuses flag combinations that name two different places to work on.
 func (g *globals) check(cmd *cobra.Command) error {
 	if g.registryURL == "" {
-		for _, f := range []string{"registry-ca-file", "registry-cert-file", "registry-key-file"} {
+		for _, f := range []string{"registry-tls-ca-file", "registry-tls-cert-file", "registry-tls-key-file", "registry-ca-file", "registry-cert-file", "registry-key-file"} {
 			if cmd.Flags().Changed(f) {
-				return fmt.Errorf("--%s: only used with --registry-url", f)
+				return usageErrorf("--%s: only used with --registry-url", f)
 			}
 		}
 		if g.store != "dynamodb" {
-			return fmt.Errorf("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-url", g.store)
+			return usageErrorf("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-url", g.store)
 		}
 		return nil
 	}
 	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
 		if cmd.Flags().Changed(f) {
-			return fmt.Errorf("--%s: names a DynamoDB table, but --registry-url works through a running registry; give one or the other", f)
+			return usageErrorf("--%s: names a DynamoDB table, but --registry-url works through a running registry; give one or the other", f)
 		}
 	}
 	return nil
@@ -77,7 +78,8 @@ func (g *globals) data(ctx context.Context) (registryData, string, error) {
 	if g.registryURL != "" {
 		c, err := registryrest.New(registryrest.Options{URL: g.registryURL, CAFile: g.registryCAFile, CertFile: g.registryCertFile, KeyFile: g.registryKeyFile})
 		if err != nil {
-			return nil, "", err
+			// New dials nothing: what it refuses is the flags' values.
+			return nil, "", usageError{err}
 		}
 		return c, "registry " + g.registryURL, nil
 	}
@@ -99,12 +101,12 @@ the default chain (environment, shared config, IRSA, EKS Pod Identity).
 
 With --registry-url it works through a running registry's REST port instead, whatever its
 store (the memory store lives inside one mcs-registry process): describe and delete-cluster.
-A registry with --client-ca-file needs --registry-cert-file/--registry-key-file of an admin
+A registry with --client-ca-file needs --registry-tls-cert-file/--registry-tls-key-file of an admin
 identity (spiffe://<trust-domain>/admin) for delete-cluster and other clustersets.`,
-		Example: `  mcs-admin --region=us-east-1 describe --clusterset=prod
-  mcs-admin --registry-url=http://localhost:8080 describe --clusterset=prod
-  mcs-admin --registry-url=https://mcs-registry.example.internal:8080 --registry-ca-file=ca.crt \
-    --registry-cert-file=admin.crt --registry-key-file=admin.key delete-cluster --clusterset=prod --cluster=use1-a --yes`,
+		Example: `  mcs-admin --region=us-east-1 describe --clusterset-id=prod
+  mcs-admin --registry-url=http://localhost:8080 describe --clusterset-id=prod
+  mcs-admin --registry-url=https://mcs-registry.example.internal:8080 --registry-tls-ca-file=ca.crt \
+    --registry-tls-cert-file=admin.crt --registry-tls-key-file=admin.key delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
 		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -117,14 +119,17 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
 	root.PersistentFlags().StringVar(&g.table, "table", DefaultTable, "DynamoDB table of the registry.")
 	root.PersistentFlags().StringVar(&g.endpointURL, "endpoint-url", "", "DynamoDB endpoint, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
 	root.PersistentFlags().StringVar(&g.registryURL, "registry-url", "", "Work through this running registry's REST port (http(s)://host:8080) instead of the table: describe and delete-cluster, any store.")
-	root.PersistentFlags().StringVar(&g.registryCAFile, "registry-ca-file", "", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
-	root.PersistentFlags().StringVar(&g.registryCertFile, "registry-cert-file", "", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
-	root.PersistentFlags().StringVar(&g.registryKeyFile, "registry-key-file", "", "With --registry-url: PEM key of --registry-cert-file.")
+	// The names mcs-controller gives the same files; the earlier names stay as deprecated aliases.
+	alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
+	alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
+	alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-url: PEM key of --registry-tls-cert-file.")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g))
 	return root
 }
 
-// Main runs the command line and returns the exit code.
+// Main runs the command line and returns the exit code: 0, 1 for a runtime error, 2 for a
+// usage error (a flag, its value, an argument or a command).
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := New()
 	root.SetArgs(args)
@@ -132,9 +137,29 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "mcs-admin: %v\n", err)
+		var u usageError
+		if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") {
+			fmt.Fprintln(stderr, "Run 'mcs-admin --help' for usage.")
+			return 2
+		}
 		return 1
 	}
 	return 0
+}
+
+// usageError is a mistake in the command line: exit code 2.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// alias defines a string flag and an earlier name for it, deprecated: using it works and
+// says which name to use.
+func alias(fs *pflag.FlagSet, p *string, name, old, usage string) {
+	fs.StringVar(p, name, "", usage)
+	fs.StringVar(p, old, "", usage)
+	_ = fs.MarkDeprecated(old, "use --"+name)
 }
 
 func (g *globals) client(ctx context.Context) (*dynamodb.Client, string, error) {
@@ -169,7 +194,7 @@ func createTableCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.registryURL != "" {
-				return errors.New("--registry-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
+				return usageErrorf("--registry-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
 			}
 			ctx := cmd.Context()
 			c, region, err := g.client(ctx)
@@ -296,16 +321,16 @@ func describeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "List a clusterset's clusters with their lease states, the exports and their endpoint sets",
-		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset=prod
-  mcs-admin --region=us-east-1 describe --clusterset=prod -o yaml
-  mcs-admin --registry-url=http://localhost:8080 describe --clusterset=prod`,
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset-id=prod
+  mcs-admin --region=us-east-1 describe --clusterset-id=prod -o yaml
+  mcs-admin --registry-url=http://localhost:8080 describe --clusterset-id=prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" {
-				return errors.New("--clusterset: required")
+				return usageErrorf("--clusterset-id: required")
 			}
 			if output != "table" && output != "json" && output != "yaml" {
-				return fmt.Errorf("-o %q: must be table, json or yaml", output)
+				return usageErrorf("-o %q: must be table, json or yaml", output)
 			}
 			ctx := cmd.Context()
 			data, _, err := g.data(ctx)
@@ -319,7 +344,7 @@ func describeCmd(g *globals) *cobra.Command {
 			return printDescription(cmd.OutOrStdout(), d, output)
 		},
 	}
-	cmd.Flags().StringVar(&clusterset, "clusterset", "", "The clusterset to describe (required).")
+	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
@@ -372,15 +397,15 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete-cluster",
 		Short: "Remove a cluster that will not return, with all its exports and endpoints",
-		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset=prod --cluster=use1-a --yes
-  mcs-admin --registry-url=http://localhost:8080 delete-cluster --clusterset=prod --cluster=use1-a --yes`,
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes
+  mcs-admin --registry-url=http://localhost:8080 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" || cluster == "" {
-				return errors.New("--clusterset and --cluster: both required")
+				return usageErrorf("--clusterset-id and --cluster-id: both required")
 			}
 			if !yes {
-				return fmt.Errorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
+				return usageErrorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
 			}
 			ctx := cmd.Context()
 			data, where, err := g.data(ctx)
@@ -398,8 +423,8 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&clusterset, "clusterset", "", "The clusterset (required).")
-	cmd.Flags().StringVar(&cluster, "cluster", "", "The cluster id to delete (required).")
+	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }

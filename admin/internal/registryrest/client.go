@@ -57,7 +57,7 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("--registry-url %q: must have no path or query", opts.URL)
 	}
 	if (opts.CertFile == "") != (opts.KeyFile == "") {
-		return nil, errors.New("--registry-cert-file and --registry-key-file: give both or neither")
+		return nil, errors.New("--registry-tls-cert-file and --registry-tls-key-file: give both or neither")
 	}
 	if u.Scheme == "http" && (opts.CAFile != "" || opts.CertFile != "") {
 		return nil, fmt.Errorf("--registry-url %q: TLS files are given but the URL is http://; use https://", opts.URL)
@@ -68,18 +68,18 @@ func New(opts Options) (*Client, error) {
 		if opts.CAFile != "" {
 			pem, err := os.ReadFile(opts.CAFile)
 			if err != nil {
-				return nil, fmt.Errorf("--registry-ca-file: %w", err)
+				return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--registry-ca-file %s: no PEM certificate in it", opts.CAFile)
+				return nil, fmt.Errorf("--registry-tls-ca-file %s: no PEM certificate in it", opts.CAFile)
 			}
 			cfg.RootCAs = pool
 		}
 		if opts.CertFile != "" {
 			kp, err := tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile)
 			if err != nil {
-				return nil, fmt.Errorf("--registry-cert-file/--registry-key-file: %w", err)
+				return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
 			}
 			cfg.Certificates = []tls.Certificate{kp}
 		}
@@ -124,7 +124,7 @@ func (c *Client) do(ctx context.Context, method, path string, out proto.Message)
 	if err != nil {
 		if c.tlsWithoutCert {
 			// With TLS 1.3 a refused client shows as a reset or an alert, depending on timing.
-			return fmt.Errorf("%s %s: %w (a registry with --client-ca-file needs --registry-cert-file and --registry-key-file)", method, c.base+path, err)
+			return fmt.Errorf("%s %s: %w (a registry with --client-ca-file needs --registry-tls-cert-file and --registry-tls-key-file)", method, c.base+path, err)
 		}
 		return fmt.Errorf("%s %s: %w", method, c.base+path, err)
 	}

@@ -24,11 +24,11 @@ func TestNewOptions(t *testing.T) {
 		{"no scheme", Options{URL: "localhost:8080"}, "--registry-url \"localhost:8080\": must be like https://"},
 		{"grpc scheme", Options{URL: "grpc://localhost:9090"}, "must be like https://"},
 		{"a path", Options{URL: "https://r:8080/v1"}, "must have no path or query"},
-		{"cert without key", Options{URL: "https://r:8080", CertFile: "a.crt"}, "--registry-cert-file and --registry-key-file: give both or neither"},
+		{"cert without key", Options{URL: "https://r:8080", CertFile: "a.crt"}, "--registry-tls-cert-file and --registry-tls-key-file: give both or neither"},
 		{"TLS files with http", Options{URL: "http://r:8080", CAFile: notPEM}, "TLS files are given but the URL is http://"},
-		{"missing CA file", Options{URL: "https://r:8080", CAFile: filepath.Join(dir, "none")}, "--registry-ca-file: open"},
+		{"missing CA file", Options{URL: "https://r:8080", CAFile: filepath.Join(dir, "none")}, "--registry-tls-ca-file: open"},
 		{"CA file without PEM", Options{URL: "https://r:8080", CAFile: notPEM}, "no PEM certificate in it"},
-		{"missing key pair", Options{URL: "https://r:8080", CertFile: filepath.Join(dir, "a.crt"), KeyFile: filepath.Join(dir, "a.key")}, "--registry-cert-file/--registry-key-file: open"},
+		{"missing key pair", Options{URL: "https://r:8080", CertFile: filepath.Join(dir, "a.crt"), KeyFile: filepath.Join(dir, "a.key")}, "--registry-tls-cert-file/--registry-tls-key-file: open"},
 	}
 	for _, tc := range tests {
 		_, err := New(tc.opts)

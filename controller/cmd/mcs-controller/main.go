@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	goruntime "runtime"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -40,6 +42,7 @@ import (
 type stringList []string
 
 func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Type() string   { return "strings" }
 func (s *stringList) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -71,6 +74,7 @@ type options struct {
 	metricsAddr         string
 	probeAddr           string
 	logLevel            string
+	logFormat           string
 	failbackMin         time.Duration
 	failbackMax         time.Duration
 	registryCallTimeout time.Duration
@@ -86,12 +90,50 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cleanup" {
 		os.Exit(runCleanup(os.Args[2:]))
 	}
-	os.Exit(run())
+	os.Exit(run(os.Args[1:]))
 }
 
-func run() int {
+// parseFlags parses args; done means the process exits with code (--help: 0 after the flags
+// are printed on stdout; a usage error: 2).
+func parseFlags(fs *pflag.FlagSet, about string, args []string) (done bool, code int) {
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return false, 0
+	case errors.Is(err, pflag.ErrHelp):
+		fmt.Printf("%s\n\nUsage:\n  %s [flags]\n\nFlags:\n%s", about, fs.Name(), fs.FlagUsages())
+		return true, 0
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for the flags.\n", fs.Name(), err, fs.Name())
+		return true, 2
+	}
+}
+
+// newLogger is the process's logger; an unknown format or level is a usage error.
+func newLogger(format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)).With("version", version.Version), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)).With("version", version.Version), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q must be json or text", format)
+}
+
+// run returns the exit code: 0, 1 for a runtime error, 2 for a usage error (a flag or its
+// value).
+func run(args []string) int {
 	var o options
-	fs := flag.CommandLine // controller-runtime adds --kubeconfig to it
+	fs := pflag.NewFlagSet("mcs-controller", pflag.ContinueOnError)
+	fs.AddGoFlagSet(flag.CommandLine) // controller-runtime's --kubeconfig
 	fs.Var(&o.registryURLs, "registry-url", "gRPC URL of the registry, https:// or http://; repeat (or separate with commas) for failover, in order.")
 	fs.StringVar(&o.registryCAFile, "registry-tls-ca-file", "", "PEM bundle of the CAs that sign the registry certificates; empty: the system roots.")
 	fs.StringVar(&o.registryCertFile, "registry-tls-cert-file", "", "PEM client certificate presented to the registry (when it requires one); reloaded when the file changes.")
@@ -121,20 +163,23 @@ func run() int {
 	fs.IntVar(&o.importWorkers, "import-workers", 8, "ServiceImports reconciled at once (1 to 64).")
 	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
 	fs.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
+	fs.StringVar(&o.logFormat, "log-format", "json", "Log format: json or text.")
 	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return 2
+	if done, code := parseFlags(fs, "mcs-controller keeps this cluster registered with mcs-registry, sends its exports and writes its imports.\n'mcs-controller cleanup --help': the uninstall cleanup.", args); done {
+		return code
 	}
 	if o.showVersion {
 		fmt.Println("mcs-controller", version.String())
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "mcs-controller: --log-level: %v\n", err)
+	log, err := newLogger(o.logFormat, o.logLevel)
+	if err == nil {
+		_, err = o.validate()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("version", version.Version)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	if err := runController(ctrl.SetupSignalHandler(), o, log); err != nil {
 		fmt.Fprintf(os.Stderr, "mcs-controller: %v\n", err)
@@ -146,13 +191,13 @@ func run() int {
 // runCleanup is "mcs-controller cleanup": for an uninstall, it removes what the controller
 // wrote into the cluster once the controller has stopped.
 func runCleanup(args []string) int {
-	fs := flag.NewFlagSet("mcs-controller cleanup", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("mcs-controller cleanup", pflag.ContinueOnError)
 	var (
-		namespaces stringList
-		kubeconfig string
-		leNS, leID string
-		wait       time.Duration
-		logLevel   string
+		namespaces          stringList
+		kubeconfig          string
+		leNS, leID          string
+		wait                time.Duration
+		logLevel, logFormat string
 	)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; empty: $KUBECONFIG, else the in-cluster configuration.")
 	fs.Var(&namespaces, "watch-namespaces", "Namespaces to clean, comma-separated; empty: all.")
@@ -160,15 +205,15 @@ func runCleanup(args []string) int {
 	fs.StringVar(&leID, "leader-election-id", defaultLeaderElectionID, "Name of the controller's leader-election Lease; empty: do not wait for it.")
 	fs.DurationVar(&wait, "wait", 2*time.Minute, "How long to wait for the controller to release its leader-election Lease before giving up.")
 	fs.StringVar(&logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&logFormat, "log-format", "json", "Log format: json or text.")
+	if done, code := parseFlags(fs, "mcs-controller cleanup removes what the controller wrote into the cluster, for an uninstall, once the controller has stopped.", args); done {
+		return code
+	}
+	log, err := newLogger(logFormat, logLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: %v\n", err)
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: --log-level: %v\n", err)
-		return 2
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("version", version.Version)
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	if kubeconfig != "" {
 		// controller-runtime's config loader reads its own --kubeconfig flag.

@@ -5,8 +5,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,10 +28,15 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version"
 )
 
-func main() { os.Exit(run()) }
+func main() { os.Exit(run(os.Args[1:])) }
 
-func run() int {
-	fs := flag.NewFlagSet("global-discovery-service", flag.ContinueOnError)
+// run returns the exit code: 0, 1 for a runtime error, 2 for a usage error (a flag or
+// its value); --help prints the flags on stdout and exits 0.
+func run(args []string) int {
+	fs := pflag.NewFlagSet("global-discovery-service", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	listen := fs.String("listen", "0.0.0.0:8080", "Address to serve /pools, /routers, /healthz, /readyz and /metrics on.")
 	mode := fs.String("pool-discovery", "mcs", "Whose imports to read: mcs (mcs-controller) or karmada.")
 	var cfg discovery.Config
@@ -38,10 +44,16 @@ func run() int {
 	fs.StringVar(&cfg.RouterService, "router-service", "", "Name of the exported Global Router Service. Required with --pool-discovery mcs.")
 	fs.StringVar(&cfg.RouterPortName, "router-port-name", "", "Name of the router Service's TCP port that PoolRelays connect to. Required with --pool-discovery mcs.")
 	fs.StringVar(&cfg.PoolServiceSuffix, "pool-service-suffix", discovery.DefaultPoolServiceSuffix, "Suffix of each pool's PoolRelay Service name, <dgd><suffix>.")
-	kubeconfig := fs.String("kubeconfig", "", "Kubeconfig file; empty: $KUBECONFIG, else the in-cluster configuration.")
+	kubeconfig := fs.String("kubeconfig", "", "Kubeconfig file; empty: the files of $KUBECONFIG (a list), else ~/.kube/config, else the in-cluster configuration.")
 	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
+	logFormat := fs.String("log-format", "json", "Log format: json or text.")
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Printf("global-discovery-service serves the Global Router pools and replicas of imported EndpointSlices.\n\nUsage:\n  global-discovery-service [flags]\n\nFlags:\n%s", fs.FlagUsages())
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\nRun 'global-discovery-service --help' for the flags.\n", err)
 		return 2
 	}
 	if *showVersion {
@@ -53,7 +65,17 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "global-discovery-service: --log-level: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("version", version.Version)
+	var handler slog.Handler
+	switch *logFormat {
+	case "json":
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	case "text":
+		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	default:
+		fmt.Fprintf(os.Stderr, "global-discovery-service: --log-format: %q must be json or text\n", *logFormat)
+		return 2
+	}
+	log := slog.New(handler).With("version", version.Version)
 	cfg.Mode = discovery.Mode(*mode)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", err)
@@ -109,12 +131,10 @@ func run() int {
 	return 0
 }
 
+// loadConfig loads the kubeconfig the way kubectl does: --kubeconfig, else the files of
+// $KUBECONFIG merged, else ~/.kube/config; with none of them, the in-cluster configuration.
 func loadConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" {
-		return rest.InClusterConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", path)
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }

@@ -4,8 +4,9 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,17 +14,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/app"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/version"
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:]))
 }
 
-func run() int {
+// run returns the exit code: 0, 1 for a runtime error, 2 for a usage error (a flag or
+// its value); --help prints the flags on stdout and exits 0.
+func run(args []string) int {
 	var cfg app.Config
-	fs := flag.NewFlagSet("mcs-registry", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("mcs-registry", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", ":9090", "Address of the gRPC listener.")
 	fs.StringVar(&cfg.RESTAddr, "rest-addr", ":8080", "Address of the REST (JSON) listener.")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", ":9091", "Address of the admin listener: /metrics, /healthz, /readyz. Always plaintext.")
@@ -48,7 +56,12 @@ func run() int {
 	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
 	logFormat := fs.String("log-format", "json", "Log format: json or text.")
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Printf("mcs-registry serves the registry of a Multi-Cluster Services clusterset.\n\nUsage:\n  mcs-registry [flags]\n\nFlags:\n%s", fs.FlagUsages())
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "mcs-registry: %v\nRun 'mcs-registry --help' for the flags.\n", err)
 		return 2
 	}
 	for _, a := range strings.Split(*admins, ",") {
@@ -74,6 +87,10 @@ func run() int {
 		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	default:
 		fmt.Fprintf(os.Stderr, "mcs-registry: --log-format: %q must be json or text\n", *logFormat)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcs-registry: %v\n", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

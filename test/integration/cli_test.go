@@ -1,0 +1,66 @@
+package integration
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// TestCommandLines: the four binaries follow one convention: --help exits 0 and lists the
+// flags on stdout, a usage error exits 2 and names the flag, --version names the commit,
+// and every server takes --log-format.
+func TestCommandLines(t *testing.T) {
+	type run struct {
+		args []string
+		code int
+		want string
+	}
+	common := func(bad ...string) []run {
+		return []run{
+			{[]string{"--help"}, 0, "--log-level"},
+			{[]string{"--version"}, 0, "(commit "},
+			{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
+			{append([]string{"--log-format=xml"}, bad...), 2, `--log-format: "xml" must be json or text`},
+		}
+	}
+	for name, runs := range map[string][]run{
+		"mcs-registry": append(common(),
+			run{[]string{"--max-watches=0"}, 2, "--max-watches: 0 must be at least 1"},
+			run{[]string{"--store=nope"}, 2, "--store"}),
+		"mcs-controller": append(common("--registry-url=https://r:9090"),
+			run{[]string{"--registry-url=https://r:9090", "--import-workers=0"}, 2, "--import-workers 0: must be between 1 and 64"},
+			run{[]string{"cleanup", "--help"}, 0, "--leader-election-id"},
+			run{[]string{"cleanup", "--wait=soon"}, 2, "--wait"}),
+		"global-discovery-service": append(common("--router-namespace=n", "--router-service=r", "--router-port-name=http"),
+			run{[]string{"--pool-discovery=consul"}, 2, `pool discovery "consul": must be mcs or karmada`}),
+		"mcs-admin": {
+			{[]string{"--help"}, 0, "--registry-tls-ca-file"},
+			{[]string{"--version"}, 0, "(commit "},
+			{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
+			{[]string{"describe"}, 2, "--clusterset-id: required"},
+		},
+	} {
+		bin := harness.Binary(t, name)
+		for _, r := range runs {
+			cmd := exec.Command(bin, r.args...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			if exit, ok := err.(*exec.ExitError); ok {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			out := stdout.String()
+			if r.code != 0 {
+				out = stderr.String()
+			}
+			if code != r.code || !strings.Contains(out, r.want) {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit %d with %q", name, strings.Join(r.args, " "), code, stdout.String(), stderr.String(), r.code, r.want)
+			}
+		}
+	}
+}
