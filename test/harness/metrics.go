@@ -15,17 +15,7 @@ import (
 // returns 0 when the series is absent (a counter not yet incremented).
 func Metric(tb testing.TB, url, series string) float64 {
 	tb.Helper()
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		tb.Fatalf("harness: metrics %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("harness: metrics %s: %d %v", url, resp.StatusCode, err)
-	}
-	v, err := MetricIn(string(b), series)
+	v, err := MetricIn(Scrape(tb, url), series)
 	if err != nil {
 		tb.Fatalf("harness: metrics %s: %v", url, err)
 	}
@@ -46,4 +36,49 @@ func MetricIn(text, series string) (float64, error) {
 		return v, nil
 	}
 	return 0, nil
+}
+
+// MetricSum adds up the series of one metric whose labels (the text between the braces)
+// match; match nil adds every series.
+func MetricSum(text, name string, match func(labels string) bool) float64 {
+	var sum float64
+	for _, l := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(l, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		labels := ""
+		if strings.HasPrefix(rest, "{") {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				continue
+			}
+			labels, rest = rest[1:end], rest[end+1:]
+		}
+		if match != nil && !match(labels) {
+			continue
+		}
+		if f := strings.Fields(rest); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// Scrape returns the text of a Prometheus endpoint.
+func Scrape(tb testing.TB, url string) string {
+	tb.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		tb.Fatalf("harness: metrics %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("harness: metrics %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +57,7 @@ func BenchmarkExportEndpointChurn(b *testing.B) {
 		if ready {
 			want = 1000
 		}
-		before := registryWritesB(b, reg)
+		before := registryWrites(b, reg)
 		start := time.Now()
 		for e := range 1000 {
 			s := slices[e/100]
@@ -70,7 +69,7 @@ func BenchmarkExportEndpointChurn(b *testing.B) {
 		churn := time.Since(start)
 		last := time.Now()
 		waitReadyCount(b, reg, want)
-		b.ReportMetric(float64(registryWritesB(b, reg)-before), "registry-writes/1000-changes")
+		b.ReportMetric(float64(registryWrites(b, reg)-before), "registry-writes/1000-changes")
 		b.ReportMetric(float64(time.Since(last).Milliseconds()), "ms-after-last-change")
 		b.ReportMetric(churn.Seconds(), "s-of-churn")
 	}
@@ -112,21 +111,6 @@ func waitReadyCount(b *testing.B, reg *harness.Registry, want int) {
 	}
 }
 
-func registryWritesB(b *testing.B, reg *harness.Registry) int {
-	body, err := httpGet("http://" + reg.AdminAddr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := 0
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "mcs_registry_requests_total{") && (strings.Contains(l, "/PutExport\"") || strings.Contains(l, "/SyncExports\"")) {
-			var n int
-			fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &n)
-			total += n
-		}
-	}
-	return total
-}
 
 // BenchmarkExportReadinessFlip flips the readiness of one endpoint of an exported Service
 // (one EndpointSlice update) and measures until a registry watch (gRPC, with endpoints)

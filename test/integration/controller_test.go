@@ -583,18 +583,14 @@ func TestControllerIdentityFromClusterProperty(t *testing.T) {
 }
 
 // registryWrites returns how many PutExport and SyncExports requests the registry handled.
-func registryWrites(t *testing.T, reg *harness.Registry) int {
-	t.Helper()
-	_, body := get(t, "http://"+reg.AdminAddr+"/metrics")
-	total := 0
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "mcs_registry_requests_total{") && (strings.Contains(l, "/PutExport\"") || strings.Contains(l, "/SyncExports\"") || strings.Contains(l, "/DeleteExport\"")) {
-			var n int
-			fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &n)
-			total += n
-		}
-	}
-	return total
+// registryWrites counts the export writes the registry answered (PutExport, SyncExports,
+// DeleteExport), whatever their status.
+func registryWrites(tb testing.TB, reg *harness.Registry) int {
+	tb.Helper()
+	body := harness.Scrape(tb, "http://"+reg.AdminAddr+"/metrics")
+	return int(harness.MetricSum(body, "mcs_registry_requests_total", func(labels string) bool {
+		return strings.Contains(labels, "/PutExport\"") || strings.Contains(labels, "/SyncExports\"") || strings.Contains(labels, "/DeleteExport\"")
+	}))
 }
 
 // TestControllerRestartWritesNothing: a controller restart with nothing changed makes no

@@ -29,7 +29,7 @@ func BenchmarkImportScale(b *testing.B) {
 	if err := cl.Client.Create(ctx, namespace("dynamo")); err != nil {
 		b.Fatal(err)
 	}
-	conn := dialB(b, reg.GRPCAddr)
+	conn := dial(b, reg.GRPCAddr)
 	const services = 1000
 	for c := range 3 {
 		id := fmt.Sprintf("exporter-%d", c)
@@ -68,16 +68,8 @@ func BenchmarkImportScale(b *testing.B) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		time.Sleep(15 * time.Second) // every key reconciled at least once
-		body, _ := httpGet("http://" + restarted.MetricsAddr + "/metrics")
-		writes := 0
-		for _, l := range strings.Split(body, "\n") {
-			if strings.HasPrefix(l, "mcs_controller_import_writes_total{") {
-				var n int
-				fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &n)
-				writes += n
-			}
-		}
-		b.ReportMetric(float64(writes), "writes-on-no-change-resync")
+		writes := harness.MetricSum(harness.Scrape(b, "http://"+restarted.MetricsAddr+"/metrics"), "mcs_controller_import_writes_total", nil)
+		b.ReportMetric(writes, "writes-on-no-change-resync")
 		restarted.Stop(10 * time.Second)
 	}
 }
@@ -85,16 +77,9 @@ func BenchmarkImportScale(b *testing.B) {
 func waitCount(b *testing.B, addr, metric string, want int) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		body, err := httpGet("http://" + addr + "/metrics")
-		if err == nil {
-			for _, l := range strings.Split(body, "\n") {
-				if strings.HasPrefix(l, metric+" ") {
-					var n int
-					fmt.Sscanf(strings.TrimPrefix(l, metric+" "), "%d", &n)
-					if n >= want {
-						return
-					}
-				}
+		if body, err := httpGet("http://" + addr + "/metrics"); err == nil {
+			if v, err := harness.MetricIn(body, metric); err == nil && v >= float64(want) {
+				return
 			}
 		}
 		if time.Now().After(deadline) {

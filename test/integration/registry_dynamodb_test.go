@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,13 +173,8 @@ func waitMetricAtLeast(t *testing.T, addr, name string, min float64) {
 	t.Helper()
 	harness.Eventually(t, name, 20*time.Second, func() string {
 		_, body := get(t, "http://"+addr+"/metrics")
-		for _, l := range strings.Split(body, "\n") {
-			var v float64
-			if strings.HasPrefix(l, name+" ") {
-				if _, err := fmt.Sscanf(strings.TrimPrefix(l, name+" "), "%g", &v); err == nil && v >= min {
-					return ""
-				}
-			}
+		if v, err := harness.MetricIn(body, name); err == nil && v >= min {
+			return ""
 		}
 		return grepLines(body, name)
 	})

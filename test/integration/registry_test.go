@@ -26,14 +26,6 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-func dialB(b *testing.B, addr string) registryv1.RegistryServiceClient {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatalf("dial %s: %v", addr, err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	return registryv1.NewRegistryServiceClient(conn)
-}
 
 func dial(t testing.TB, addr string) registryv1.RegistryServiceClient {
 	t.Helper()
