@@ -111,7 +111,6 @@ func waitReadyCount(b *testing.B, reg *harness.Registry, want int) {
 	}
 }
 
-
 // BenchmarkExportReadinessFlip flips the readiness of one endpoint of an exported Service
 // (one EndpointSlice update) and measures until a registry watch (gRPC, with endpoints)
 // shows it, with the controller's default --endpoint-batch-period (500ms) and one flip

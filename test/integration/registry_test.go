@@ -26,7 +26,6 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-
 func dial(t testing.TB, addr string) registryv1.RegistryServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
