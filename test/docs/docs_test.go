@@ -280,8 +280,8 @@ func TestReferenceComplete(t *testing.T) {
 			for _, m := range metricNameRE.FindAllStringSubmatch(string(src), -1) {
 				metrics[m[1]] = rel
 			}
-			// Flags are parsed only in main packages and the admin CLI.
-			if strings.Contains(rel, "/cmd/") || strings.Contains(rel, "/internal/cli/") {
+			// Flags are defined in main packages, the admin CLI and the controller's app.
+			if strings.Contains(rel, "/cmd/") || strings.Contains(rel, "/internal/cli/") || strings.Contains(rel, "controller/internal/app/") {
 				for _, re := range []*regexp.Regexp{flagRE, flagVarRE} {
 					for _, m := range re.FindAllStringSubmatch(string(src), -1) {
 						flags[m[1]] = rel

@@ -1,0 +1,86 @@
+package app
+
+import (
+	goruntime "runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/version"
+)
+
+// metrics of the controller, registered on controller-runtime's registry.
+type metrics struct {
+	connection *prometheus.GaugeVec
+	active     *prometheus.GaugeVec
+	failovers  prometheus.Counter
+	heartbeats *prometheus.CounterVec
+	registers  *prometheus.CounterVec
+	writes     *prometheus.CounterVec
+	imports    *prometheus.CounterVec
+	held       *prometheus.GaugeVec
+	heldCl     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connection: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_registry_connection_up",
+			Help: "1 when the registry URL answered its last call or probe, 0 when it did not."}, []string{"url"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_registry_active",
+			Help: "1 for the registry URL calls go to now, 0 for the others."}, []string{"url"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "mcs_controller_registry_failovers_total",
+			Help: "Moves from one registry URL to another, failbacks included."}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_heartbeats_total",
+			Help: "Lease renewals, by result (success or failure)."}, []string{"result"}),
+		registers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_registrations_total",
+			Help: "Cluster registrations, by result (success or failure)."}, []string{"result"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_export_writes_total",
+			Help: "Export writes to the registry, by operation (put, delete, sync) and result (success or failure)."}, []string{"op", "result"}),
+		imports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_import_writes_total",
+			Help: "Writes of imported objects to the API server, by kind (ServiceImport, Service, EndpointSlice, Namespace) and op (create, update, delete)."}, []string{"kind", "op"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_held",
+			Help: "Imports not applied as the registry has them, by reason: namespace_missing (held until the namespace exists), unmanaged (a ServiceImport of another owner has the name) or registry_restart (endpoints of clusters that have not yet sent their exports to a restarted registry are kept)."}, []string{"reason"}),
+		heldCl: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcs_controller_registry_restart_held_clusters",
+			Help: "Source clusters whose imported endpoints are kept after the registry's epoch changed, until each sends its exports again (at most --lease-duration)."}),
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_build_info",
+		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
+	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, goruntime.Version()).Set(1)
+	reg.MustRegister(buildInfo)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl)
+	return m
+}
+
+func result(ok bool) string {
+	if ok {
+		return "success"
+	}
+	return "failure"
+}
+
+func (m *metrics) importWrite(kind, op string) { m.imports.WithLabelValues(kind, op).Inc() }
+
+func (m *metrics) importsHeld(reason string, n int) { m.held.WithLabelValues(reason).Set(float64(n)) }
+
+func (m *metrics) clustersHeld(n int) { m.heldCl.Set(float64(n)) }
+
+func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }
+
+func (m *metrics) hooks() registryclient.Metrics {
+	return registryclient.Metrics{
+		ConnectionState: func(url string, up bool) {
+			v := 0.0
+			if up {
+				v = 1
+			}
+			m.connection.WithLabelValues(url).Set(v)
+		},
+		Active: func(url string) {
+			m.active.Reset()
+			m.active.WithLabelValues(url).Set(1)
+		},
+		Failover:  func(string, string) { m.failovers.Inc() },
+		Heartbeat: func(ok bool) { m.heartbeats.WithLabelValues(result(ok)).Inc() },
+		Register:  func(ok bool) { m.registers.WithLabelValues(result(ok)).Inc() },
+	}
+}

@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/apicheck"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+)
+
+// Run runs the controller until ctx ends: the manager with the exporter, the importer and
+// the label reconciler, and on the leader the registry session, the import watch and the
+// failback prober.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	targets, err := o.targets()
+	if err != nil {
+		return err
+	}
+	tlsFiles, err := registryclient.LoadTLSFiles(o.registryCAFile, o.registryCertFile, o.registryKeyFile, log)
+	if err != nil {
+		return err
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	if err := apicheck.Check(disc, apicheck.MCS); err != nil {
+		return err
+	}
+	id, err := identity.Resolve(ctx, direct, o.clustersetID, o.clusterID, o.region)
+	if err != nil {
+		return err
+	}
+	if id.Region == "" {
+		log.Warn("no region: --region is not set and no Node has the label " + identity.RegionLabel)
+	}
+	log.Info("cluster identity", "clusterset", id.Clusterset, "cluster", id.ClusterID, "region", id.Region,
+		"clusterset_from", id.Sources["clusterset"], "cluster_from", id.Sources["cluster"], "region_from", id.Sources["region"])
+
+	leNS := leaderNamespace(o.leaderElectionNS)
+	cacheOpts := cache.Options{}
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(restCfg, manager.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       leNS,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaderLeaseDuration,
+		RenewDeadline:                 &o.leaderRenewDeadline,
+		RetryPeriod:                   &o.leaderRetryPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	m := newMetrics(crmetrics.Registry)
+	if err := mgr.Add(tlsFiles); err != nil {
+		return err
+	}
+	pool, err := registryclient.NewPool(registryclient.PoolOptions{
+		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	exp := &exporter.Reconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
+		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod, Log: log,
+		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
+	}
+	session := &registryclient.Session{
+		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
+		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
+		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
+	}
+	// After the registry's epoch changes, other clusters' endpoints are held until each
+	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
+	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log,
+		RefillHold: o.leaseDuration, OnHold: m.clustersHeld}
+	imp := &importer.Reconciler{
+		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
+		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers, Log: log,
+		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
+	}
+	exp.Session, exp.Imports = session, watch
+	session.OnStateChange = func() { go exp.Trigger(ctx, nil) }
+	watch.OnChange = []func([]registryclient.ServiceKey){
+		func(keys []registryclient.ServiceKey) { exp.Trigger(ctx, keys) },
+		func(keys []registryclient.ServiceKey) { imp.Trigger(ctx, keys) },
+	}
+	if err := exp.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := imp.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The session, the import watch and the failback prober run on the leader only.
+	for _, r := range []func(context.Context) error{
+		func(ctx context.Context) error {
+			// Exports are read from the cache; wait for it before the first registration.
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return errors.New("cache did not sync")
+			}
+			return session.Run(ctx)
+		},
+		watch.Run,
+		imp.Resync,
+		func(ctx context.Context) error { pool.RunFailback(ctx, o.failbackMin, o.failbackMax); return nil },
+	} {
+		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("mcs-controller starting", "registry_urls", o.registryURLs.String(), "watch_namespaces", o.watchNamespaces.String(),
+		"leader_election", o.leaderElect, "leader_election_namespace", leNS)
+	return mgr.Start(ctx)
+}
+
+// leaderNamespace is the namespace of the leader-election Lease: the flag, else the pod's.
+func leaderNamespace(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "mcs-system"
+}
+
+// newScheme holds the built-in types and the MCS v1beta1 types.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+const defaultLeaderElectionID = "mcs-controller.multicluster.dynamo.nvidia.com"
