@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
+)
+
+// serve runs the service on an in-memory listener with the memory store, as the registry
+// wires it (the decoding codec included), and returns a client.
+func serve(t *testing.T, opts Options) registryv1.RegistryServiceClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st := memory.New()
+	cache := imports.New(imports.Options{Store: st})
+	go func() { _ = cache.Run(ctx) }()
+	opts.Store, opts.Cache = st, cache
+	svc := New(opts)
+	decoding := NewDecoding()
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(decoding.Codec()))
+	srv.RegisterService(decoding.ServiceDesc(), svc)
+	lis := bufconn.Listen(1 << 20)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return registryv1.NewRegistryServiceClient(conn)
+}
+
+func register(t *testing.T, c registryv1.RegistryServiceClient, id string) {
+	t.Helper()
+	if _, err := c.RegisterCluster(context.Background(), &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: id, Region: "r", LeaseDuration: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func export(name string, port int32, addrs ...string) *registryv1.PutExportRequest {
+	var eps []*registryv1.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, &registryv1.Endpoint{Addresses: []string{a}})
+	}
+	return &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "a", Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name},
+		Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port, Protocol: "TCP"}}},
+		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: eps}}}
+}
+
+// TestWriteReadWatch: an export becomes an import that a list shows and a watch receives,
+// first in its snapshot, then as a delta.
+func TestWriteReadWatch(t *testing.T) {
+	c := serve(t, Options{})
+	ctx := context.Background()
+	register(t, c, "a")
+	if _, err := c.PutExport(ctx, export("one", 80, "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod"})
+	if err != nil || len(list.GetImports()) != 1 || list.GetImports()[0].GetService().GetName() != "one" {
+		t.Fatalf("ListImports = %v, %v", list, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := c.WatchImports(wctx, &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := w.Recv()
+	if err != nil || !snap.GetSnapshot() || len(snap.GetUpserts()) != 1 {
+		t.Fatalf("first watch message = %v, %v; want a snapshot of one import", snap, err)
+	}
+	if _, err := c.PutExport(ctx, export("two", 80, "10.0.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := w.Recv()
+	if err != nil || delta.GetSnapshot() || len(delta.GetUpserts()) != 1 || delta.GetUpserts()[0].GetService().GetName() != "two" || delta.GetRevision() <= snap.GetRevision() {
+		t.Fatalf("second watch message = %v, %v; want a delta with import two", delta, err)
+	}
+}
+
+// TestRefusals: bad input names the field and changes nothing stored; a cluster past its
+// quota is refused with the flag's name and the refusal is counted.
+func TestRefusals(t *testing.T) {
+	var refused []string
+	c := serve(t, Options{Limits: Limits{MaxExportsPerCluster: 1, MaxEndpointsPerCluster: 2}, Refused: func(l string) { refused = append(refused, l) }})
+	ctx := context.Background()
+	register(t, c, "a")
+	if _, err := c.PutExport(ctx, export("one", 80, "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *registryv1.PutExportRequest
+		code codes.Code
+		want string
+	}{
+		{"bad port", export("one", 70000, "10.0.0.1"), codes.InvalidArgument, "spec.ports[0].port"},
+		{"bad name", export("Not_A_Name", 80, "10.0.0.1"), codes.InvalidArgument, "service.name"},
+		{"a second export", export("two", 80, "10.0.0.2"), codes.ResourceExhausted, "--max-exports-per-cluster"},
+		{"too many endpoints", export("one", 80, "10.0.0.1", "10.0.0.2", "10.0.0.3"), codes.ResourceExhausted, "--max-endpoints-per-cluster"},
+	} {
+		_, err := c.PutExport(ctx, tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %s naming %q", tc.name, err, tc.code, tc.want)
+		}
+	}
+	list, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+	if err != nil || len(list.GetImports()) != 1 || list.GetImports()[0].GetSpec().GetPorts()[0].GetPort() != 80 {
+		t.Fatalf("after the refusals: %v, %v; want the one export as it was", list, err)
+	}
+	if strings.Join(refused, ",") != LimitExportsPerCluster+","+LimitEndpointsPerCluster {
+		t.Errorf("refusals counted: %v", refused)
+	}
+	if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "nobody", Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "x"},
+		Spec: export("x", 80).GetSpec()}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("an export of an unregistered cluster: %v, want FAILED_PRECONDITION", err)
+	}
+}
