@@ -190,7 +190,6 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{[]string{"registry.enabled=false", "controller.registryUrls={http://mcs-registry.example.internal:9090}"}, `"http://mcs-registry.example.internal:9090" is plaintext http://; use an https:// URL, or set controller.registryAllowInsecureHttp=true`},
-		{[]string{"registry.enabled=true", "controller.enabled=true"}, "set controller.registryAllowInsecureHttp=true"},
 		{[]string{"registry.store=memory", "registry.replicas=2", "controller.enabled=false"}, "registry.replicas: the memory store runs exactly one replica"},
 		{[]string{"registry.enabled=false", "controller.enabled=true"}, "controller.registryUrls: required when registry.enabled=false"},
 		{[]string{"registry.store=etcd"}, "'/registry/store': value must be one of 'memory', 'dynamodb'"},
@@ -204,6 +203,21 @@ func TestRefusals(t *testing.T) {
 		out, err := helmTemplate(t, "x", tc.sets...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("helm template %v: err=%v\n%s\nwant a failure containing %q", tc.sets, err, out, tc.want)
+		}
+	}
+}
+
+// TestDefaultValuesRender: `helm template` with no values renders a registry and a
+// controller that dials it in the cluster, over plaintext (the release has no TLS), with the
+// opt-in set by the chart for that URL only.
+func TestDefaultValuesRender(t *testing.T) {
+	out, err := helmTemplate(t, "x")
+	if err != nil {
+		t.Fatalf("helm template with the default values: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--registry-url=http://mcs-registry.mcs-system.svc:9090", "--registry-allow-insecure-http", "name: mcs-registry", "name: mcs-controller"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("default render lacks %q", want)
 		}
 	}
 }

@@ -59,11 +59,12 @@ func Load(files Files, log *slog.Logger, obs Observer) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Source{files: files, log: log, obs: obs}
-	stamp, err := s.stampOf()
-	if err != nil {
+	// Read first: its errors name the flag of the file that is wrong.
+	if err := s.read(); err != nil {
 		return nil, err
 	}
-	if err := s.read(); err != nil {
+	stamp, err := s.stampOf()
+	if err != nil {
 		return nil, err
 	}
 	s.stamp, s.checked = stamp, time.Now()

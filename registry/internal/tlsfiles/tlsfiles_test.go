@@ -194,7 +194,7 @@ func TestLoadErrorsNameTheFlag(t *testing.T) {
 	}{
 		{Files{CertFile: crt, KeyFile: bad}, "--tls-cert-file/--tls-key-file"},
 		{Files{CertFile: crt, KeyFile: k, ClientCAFile: bad}, "--client-ca-file"},
-		{Files{CertFile: filepath.Join(dir, "missing"), KeyFile: k}, "missing"},
+		{Files{CertFile: filepath.Join(dir, "missing"), KeyFile: k}, "--tls-cert-file/--tls-key-file: load key pair"},
 	} {
 		if _, err := Load(tc.files, nil, Observer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Load(%+v) = %v, want an error naming %q", tc.files, err, tc.want)
