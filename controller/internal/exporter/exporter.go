@@ -34,6 +34,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
@@ -41,9 +42,9 @@ import (
 const (
 	// Finalizer keeps a ServiceExport until its export is removed from the registry.
 	Finalizer = "multicluster.dynamo.nvidia.com/service-export"
-	// ManagedBy is this controller's endpointslice.kubernetes.io/managed-by value; slices
+	// ManagedBy is the importer's endpointslice.kubernetes.io/managed-by value: slices
 	// carrying it are imports and are never exported again.
-	ManagedBy = "mcs-controller.dynamo.nvidia.com"
+	ManagedBy = importer.ManagedBy
 	// EventExportFailed is the Warning Event reason when the registry rejects an export.
 	EventExportFailed = "ExportFailed"
 	// ReasonClusterLeaseExpired is the Ready reason when the cluster's lease is gone.

@@ -95,7 +95,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := app.Run(ctx, cfg, log.With("version", version.Version), nil); err != nil {
+	if err := app.Run(ctx, cfg, log.With("version", version.Version)); err != nil {
 		fmt.Fprintf(os.Stderr, "mcs-registry: %v\n", err)
 		return 1
 	}

@@ -129,9 +129,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Run serves until ctx ends, then shuts down gracefully. ready is called once every
-// listener is bound, with their addresses (useful when a port is 0).
-func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr, restAddr, adminAddr net.Addr)) error {
+// Run serves until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -330,9 +329,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, ready func(grpcAddr,
 	go func() { errc <- serveErr("admin", adminServer.Serve(adminLis)) }()
 	log.Info("mcs-registry serving", "grpc", grpcLis.Addr().String(), "rest", restLis.Addr().String(), "admin", adminLis.Addr().String(),
 		"store", cfg.Store, "tls", serverTLS, "client_auth", az != nil)
-	if ready != nil {
-		ready(grpcLis.Addr(), restLis.Addr(), adminLis.Addr())
-	}
 
 	var runErr error
 	select {

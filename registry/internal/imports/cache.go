@@ -66,8 +66,6 @@ type Cache struct {
 	sets map[string]*set
 	// loads counts the clustersets loaded; it makes each loaded set's epoch unique.
 	loads uint64
-	// ctx bounds the background refreshes started by expiry timers.
-	ctx context.Context
 }
 
 // New returns a cache over a store. Run must be running for changes made by other
@@ -87,15 +85,11 @@ func New(opts Options) *Cache {
 	return &Cache{
 		store: opts.Store, now: opts.Now, history: opts.History, log: opts.Logger,
 		obs: opts.Observer, epoch: hex.EncodeToString(b[:]), sets: map[string]*set{},
-		ctx: context.Background(),
 	}
 }
 
 // Run applies the store's change feed until ctx ends.
 func (c *Cache) Run(ctx context.Context) error {
-	c.mu.Lock()
-	c.ctx = ctx
-	c.mu.Unlock()
 	changes, err := c.store.Changes(ctx)
 	if err != nil {
 		return fmt.Errorf("subscribe to store changes: %w", err)
