@@ -22,7 +22,7 @@ func (c *Cluster) StartController(tb testing.TB, name string, args ...string) *C
 	tb.Helper()
 	ctl := &Controller{MetricsAddr: Addr(FreePort(tb)), ProbeAddr: Addr(FreePort(tb))}
 	all := append([]string{
-		"--kubeconfig=" + c.ControllerKubeconfig(tb, slices.Contains(args, "--create-namespaces")),
+		"--kubeconfig=" + c.ControllerKubeconfig(tb, slices.Contains(args, "--create-namespaces"), slices.Contains(args, "--metrics-secure")),
 		"--metrics-bind-address=" + ctl.MetricsAddr,
 		"--health-probe-bind-address=" + ctl.ProbeAddr,
 		"--leader-election-namespace=mcs-system",
@@ -34,11 +34,13 @@ func (c *Cluster) StartController(tb testing.TB, name string, args ...string) *C
 }
 
 // ControllerKubeconfig installs the chart's controller RBAC (with controller.createNamespaces
-// as given) into the cluster and returns a kubeconfig of its ServiceAccount.
-func (c *Cluster) ControllerKubeconfig(tb testing.TB, createNamespaces bool) string {
+// and controller.metrics.secure as given) into the cluster and returns a kubeconfig of its
+// ServiceAccount.
+func (c *Cluster) ControllerKubeconfig(tb testing.TB, createNamespaces, secureMetrics bool) string {
 	tb.Helper()
 	objs := RenderChart(tb, "registry.enabled=false", "controller.enabled=true",
-		"controller.registryUrls={https://mcs-registry.example:9090}", fmt.Sprintf("controller.createNamespaces=%t", createNamespaces))
+		"controller.registryUrls={https://mcs-registry.example:9090}", fmt.Sprintf("controller.createNamespaces=%t", createNamespaces),
+		fmt.Sprintf("controller.metrics.secure=%t", secureMetrics))
 	c.Apply(tb, RBACObjects(objs, false)...)
 	return c.ServiceAccountKubeconfig(tb, ReleaseNamespace, "mcs-controller")
 }

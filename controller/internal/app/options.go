@@ -31,6 +31,8 @@ type Options struct {
 	leaderRenewDeadline time.Duration
 	leaderRetryPeriod   time.Duration
 	metricsAddr         string
+	metricsSecure       bool
+	metricsCertDir      string
 	probeAddr           string
 	LogLevel            string
 	LogFormat           string
@@ -66,6 +68,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.leaderRenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before it steps down.")
 	fs.DurationVar(&o.leaderRetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to take the Lease.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of /metrics; 0 disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS, only to clients whose Kubernetes token may get /metrics (TokenReview and SubjectAccessReview), as kubebuilder's default (use :8443 with it).")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "With --metrics-secure: a directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.DurationVar(&o.failbackMin, "registry-failback-min-interval", 15*time.Second, "After a failover, first wait before probing the earlier registry URLs again.")
 	fs.DurationVar(&o.failbackMax, "registry-failback-max-interval", 2*time.Minute, "Longest wait between failback probes.")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -76,10 +77,16 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	metricsOptions := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		// kubebuilder's default: HTTPS, and only for tokens allowed to get /metrics.
+		metricsOptions.SecureServing, metricsOptions.CertDir = true, o.metricsCertDir
+		metricsOptions.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metricsOptions,
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
