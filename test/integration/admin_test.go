@@ -56,7 +56,11 @@ func TestAdmin(t *testing.T) {
 	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  2/2") {
 		t.Fatalf("describe: %v\n%s", err, out)
 	}
-	out, err = admin("--region="+d.Region, "--table="+table, "describe", "--clusterset=prod", "-o", "json")
+	// The manual's --clusterset is the deprecated name of --clusterset-id: it works and says so.
+	if !strings.Contains(out, "Flag --clusterset is deprecated, use --clusterset-id") {
+		t.Fatalf("describe --clusterset: no deprecation notice\n%s", out)
+	}
+	out, err = admin("--region="+d.Region, "--table="+table, "describe", "--clusterset-id=prod", "-o", "json")
 	var desc struct {
 		Clusters []struct{ ClusterID, LeaseState string }
 		Exports  []struct {
@@ -67,7 +71,7 @@ func TestAdmin(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &desc) != nil || len(desc.Clusters) != 2 || len(desc.Exports) != 2 || len(desc.Exports[0].Addresses) != 2 {
 		t.Fatalf("describe -o json: %v\n%s", err, out)
 	}
-	if out, err = admin("--region="+d.Region, "--table="+table, "describe", "--clusterset=prod", "-o", "yaml"); err != nil || !strings.Contains(out, "leaseState: LEASE_STATE_ACTIVE") {
+	if out, err = admin("--region="+d.Region, "--table="+table, "describe", "--clusterset-id=prod", "-o", "yaml"); err != nil || !strings.Contains(out, "leaseState: LEASE_STATE_ACTIVE") {
 		t.Fatalf("describe -o yaml: %v\n%s", err, out)
 	}
 
@@ -137,12 +141,12 @@ func TestAdminThroughRegistry(t *testing.T) {
 			Addresses []string
 		}
 	}
-	out, err = execAdminRegistry(t, url, "describe", "--clusterset=prod", "-o", "json")
+	out, err = execAdminRegistry(t, url, "describe", "--clusterset-id=prod", "-o", "json")
 	if err != nil || json.Unmarshal([]byte(out), &desc) != nil || len(desc.Clusters) != 2 || len(desc.Exports) != 2 || fmt.Sprint(desc.Exports[1].Addresses) != "[10.1.0.1 10.1.0.2]" {
 		t.Fatalf("describe -o json through the registry: %v\n%s", err, out)
 	}
 	// A clusterset the registry does not know describes as empty, like an empty table.
-	if out, err = execAdminRegistry(t, url, "describe", "--clusterset=staging", "-o", "json"); err != nil || !strings.Contains(out, `"clusters": []`) {
+	if out, err = execAdminRegistry(t, url, "describe", "--clusterset-id=staging", "-o", "json"); err != nil || !strings.Contains(out, `"clusters": []`) {
 		t.Fatalf("describe of an unknown clusterset: %v\n%s", err, out)
 	}
 	if out, err = execAdminRegistry(t, url, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes"); err != nil || !strings.Contains(out, "deleted cluster use1-a of clusterset prod and its 1 exports") {

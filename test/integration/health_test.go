@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func TestHealthFollowsStore(t *testing.T) {
 			}
 		}
 		code, _ := get(t, "http://"+reg.AdminAddr+"/readyz")
-		return strings.Join(out, " ") + " readyz=" + map[bool]string{true: "200", false: "503"}[code == 200]
+		up := harness.Metric(t, "http://"+reg.AdminAddr+"/metrics", "mcs_registry_store_up")
+		return strings.Join(out, " ") + " readyz=" + map[bool]string{true: "200", false: "503"}[code == 200] + fmt.Sprintf(" store_up=%g", up)
 	}
 	want := func(what, s string) {
 		harness.Eventually(t, what, 30*time.Second, func() string {
@@ -50,9 +52,9 @@ func TestHealthFollowsStore(t *testing.T) {
 			return ""
 		})
 	}
-	want("serving", "SERVING SERVING readyz=200")
+	want("serving", "SERVING SERVING readyz=200 store_up=1")
 	fw.SetDown(true)
-	want("not serving while DynamoDB is unreachable", "NOT_SERVING NOT_SERVING readyz=503")
+	want("not serving while DynamoDB is unreachable", "NOT_SERVING NOT_SERVING readyz=503 store_up=0")
 	fw.SetDown(false)
-	want("serving again", "SERVING SERVING readyz=200")
+	want("serving again", "SERVING SERVING readyz=200 store_up=1")
 }

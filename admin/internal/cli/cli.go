@@ -42,6 +42,8 @@ type globals struct {
 	registryCAFile   string
 	registryCertFile string
 	registryKeyFile  string
+	// aliases maps each deprecated flag name to the name that replaced it.
+	aliases map[string]string
 }
 
 // registryData is what describe and delete-cluster need: the DynamoDB store itself, or a
@@ -111,6 +113,7 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.warnDeprecated(cmd)
 			return g.check(cmd)
 		},
 	}
@@ -120,9 +123,9 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
 	root.PersistentFlags().StringVar(&g.endpointURL, "endpoint-url", "", "DynamoDB endpoint, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
 	root.PersistentFlags().StringVar(&g.registryURL, "registry-url", "", "Work through this running registry's REST port (http(s)://host:8080) instead of the table: describe and delete-cluster, any store.")
 	// The names mcs-controller gives the same files; the earlier names stay as deprecated aliases.
-	alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
-	alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
-	alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-url: PEM key of --registry-tls-cert-file.")
+	g.alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
+	g.alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
+	g.alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-url: PEM key of --registry-tls-cert-file.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g))
 	return root
@@ -155,11 +158,25 @@ func (u usageError) Unwrap() error { return u.error }
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 // alias defines a string flag and an earlier name for it, deprecated: using it works and
-// says which name to use.
-func alias(fs *pflag.FlagSet, p *string, name, old, usage string) {
+// says on standard error which name to use (pflag's own notice goes to standard output,
+// into -o json).
+func (g *globals) alias(fs *pflag.FlagSet, p *string, name, old, usage string) {
 	fs.StringVar(p, name, "", usage)
 	fs.StringVar(p, old, "", usage)
-	_ = fs.MarkDeprecated(old, "use --"+name)
+	_ = fs.MarkHidden(old)
+	if g.aliases == nil {
+		g.aliases = map[string]string{}
+	}
+	g.aliases[old] = name
+}
+
+// warnDeprecated tells, on standard error, which deprecated names the command line used.
+func (g *globals) warnDeprecated(cmd *cobra.Command) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if name, ok := g.aliases[f.Name]; ok {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Flag --%s is deprecated, use --%s\n", f.Name, name)
+		}
+	})
 }
 
 func (g *globals) client(ctx context.Context) (*dynamodb.Client, string, error) {
@@ -344,7 +361,7 @@ func describeCmd(g *globals) *cobra.Command {
 			return printDescription(cmd.OutOrStdout(), d, output)
 		},
 	}
-	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
+	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
@@ -423,8 +440,8 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
-	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
+	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }

@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	healthServer := health.NewServer()
 	// gRPC health follows the store, as /readyz does: a controller's failback probe moves
 	// back only to a registry that can serve. "" and the service's name say the same.
-	go followStore(runCtx, healthServer, st)
+	go followStore(runCtx, healthServer, st, m.storeUp.Set)
 	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
 		s.RegisterService(decoding.ServiceDesc(), svc)
 		healthpb.RegisterHealthServer(s, healthServer)
@@ -437,7 +437,7 @@ const storeCheckEvery = 5 * time.Second
 // changes and says NOT_SERVING.
 func followStore(ctx context.Context, hs *health.Server, st interface {
 	Ping(context.Context) error
-}) {
+}, up func(float64)) {
 	services := []string{"", registryv1.RegistryService_ServiceDesc.ServiceName}
 	set := func(status healthpb.HealthCheckResponse_ServingStatus) {
 		for _, s := range services {
@@ -455,8 +455,10 @@ func followStore(ctx context.Context, hs *health.Server, st interface {
 		}
 		if err != nil {
 			set(healthpb.HealthCheckResponse_NOT_SERVING)
+			up(0)
 		} else {
 			set(healthpb.HealthCheckResponse_SERVING)
+			up(1)
 		}
 		select {
 		case <-ctx.Done():

@@ -29,6 +29,7 @@ type metrics struct {
 	refusals      *prometheus.CounterVec
 	tlsReloads    *prometheus.CounterVec
 	tlsNotAfter   prometheus.Gauge
+	storeUp       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,6 +80,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_tls_certificate_expiry_timestamp_seconds",
 		Help: "When the serving certificate in use expires (its NotAfter), in Unix seconds; absent without TLS.",
 	})
+	m.storeUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcs_registry_store_up",
+		Help: "1 when the store answered its last check (every 5 s, as gRPC health and /readyz), 0 when it did not.",
+	})
+	reg.MustRegister(m.storeUp)
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mcs_registry_build_info",
 		Help: "Always 1; the labels say what the binary was built from.",
