@@ -25,7 +25,7 @@ all: build
 
 ## Tools -------------------------------------------------------------------------------
 
-tools: tools-npm tools-proto tools-k8s tools-helm
+tools: tools-npm tools-proto tools-k8s tools-helm tools-promtool
 
 tools-npm: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
@@ -40,6 +40,9 @@ tools-k8s:
 
 tools-helm:
 	bash hack/build-helm.sh
+
+tools-promtool:
+	bash hack/build-promtool.sh
 
 ## Generated code ----------------------------------------------------------------------
 

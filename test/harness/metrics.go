@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,4 +82,15 @@ func Scrape(tb testing.TB, url string) string {
 		tb.Fatalf("harness: metrics %s: %d %v", url, resp.StatusCode, err)
 	}
 	return string(b)
+}
+
+// CheckMetrics lints what url serves with `promtool check metrics` (names, units, types,
+// help), failing the test on any finding.
+func CheckMetrics(tb testing.TB, url string) {
+	tb.Helper()
+	cmd := exec.Command(Binary(tb, "promtool"), "check", "metrics")
+	cmd.Stdin = strings.NewReader(Scrape(tb, url))
+	if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		tb.Errorf("promtool check metrics %s: %v\n%s", url, err, out)
+	}
 }

@@ -93,6 +93,8 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 		`{"id":"use1-a/global-router-7f9c-abcde","cluster_id":"use1-a","replica":"global-router-7f9c-abcde","address":"10.1.1.5","url":"http://10.1.1.5:8000"},`+
 		`{"id":"usw2-a/global-router-0","cluster_id":"usw2-a","replica":"global-router-0","address":"fd00:10:2::5","url":"http://[fd00:10:2::5]:8000"}]}`+"\n")
 
+	harness.CheckMetrics(t, base+"/metrics")
+
 	// The typed client reads the same.
 	c := gdsclient.New(base, nil)
 	pools, err := c.Pools(ctx)

@@ -134,6 +134,8 @@ func TestCertificateRotation(t *testing.T) {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
 	}
+	harness.CheckMetrics(t, regMetrics)
+	harness.CheckMetrics(t, metrics)
 	for url, name := range map[string]string{regMetrics: "mcs_registry_build_info", metrics: "mcs_controller_build_info"} {
 		if _, body := get(t, url); !strings.Contains(body, name+"{build_date=") || !strings.Contains(body, `go_version="go1.`) {
 			t.Errorf("%s: no %s with the build's labels", url, name)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds promtool from the Go module proxy into bin/, for the chart's alert tests
+# (test/monitoring); the version is pinned by tools/promtool/go.mod.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root/tools/promtool"
+export GOWORK=off
+echo ">> building promtool" >&2
+start=$(date +%s)
+go build -trimpath -ldflags "-s -w" -o "$root/bin/promtool" github.com/prometheus/prometheus/cmd/promtool
+echo ">> promtool built in $(( $(date +%s) - start ))s" >&2
