@@ -38,3 +38,28 @@ true
 {{- end -}}
 {{- join "," $urls -}}
 {{- end }}
+
+{{/* The ServiceAccount name of a component ("registry" or "controller"). */}}
+{{- define "gdmcs.serviceAccountName" -}}
+{{- $c := index .root.Values .component -}}
+{{- $c.serviceAccount.name | default (printf "mcs-%s" .component) -}}
+{{- end }}
+
+{{/* The annotations of a component's ServiceAccount: the chart-wide ones and its own. */}}
+{{- define "gdmcs.serviceAccountAnnotations" -}}
+{{- $c := index .root.Values .component -}}
+{{- $a := merge (deepCopy ($c.serviceAccount.annotations | default dict)) (.root.Values.serviceAccount.annotations | default dict) -}}
+{{- with $a }}{{ toYaml . }}{{ end -}}
+{{- end }}
+
+{{/* Pod-level settings of a component: priority class, topology spread. */}}
+{{- define "gdmcs.podSpecExtras" -}}
+{{- $c := index .root.Values .component -}}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
