@@ -3,6 +3,7 @@
 package docs
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,5 +307,23 @@ func TestReferenceComplete(t *testing.T) {
 		if !strings.Contains(string(ref), "`--"+name) {
 			t.Errorf("flag --%s (%s) is not in docs/configuration.md", name, file)
 		}
+	}
+}
+
+// TestOpenAPIInfo: the OpenAPI document says what it is and which version, not the proto
+// file's path.
+func TestOpenAPIInfo(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root(t), "api", "gen", "openapi", "registry.swagger.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Info struct{ Title, Version string }
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Info.Title != "global-discovery-mcs registry" || doc.Info.Version != "v1" {
+		t.Errorf("OpenAPI info = %+v", doc.Info)
 	}
 }
