@@ -13,11 +13,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // RestartAPIServer kills the cluster's kube-apiserver and starts it again with the same
 // flags, certificates and etcd: clients see the API server go away and come back, as in a
-// control-plane upgrade. It returns when the API server answers again.
+// control-plane upgrade. It returns when the API server is ready again.
 func (c *Cluster) RestartAPIServer(tb testing.TB) {
 	tb.Helper()
 	u, err := url.Parse(c.Config.Host)
@@ -40,12 +42,22 @@ func (c *Cluster) RestartAPIServer(tb testing.TB) {
 	StartProcess(tb, "kube-apiserver/"+c.Name, argv[0], argv[1:]...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// Back means ready for what tests do next, not only answering: /readyz says ok, and a
+	// Service can be given a cluster IP (a restarted apiserver refuses that with "range is
+	// full" until its ServiceCIDR allocator has synced).
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "harness-restart-probe"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	var last error
 	for {
 		var nsl corev1.NamespaceList
-		if err := c.Client.List(ctx, &nsl); err == nil {
+		if last = c.Client.List(ctx, &nsl); last == nil {
+			last = c.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		}
+		if last == nil {
 			return
-		} else if ctx.Err() != nil {
-			tb.Fatalf("harness: kube-apiserver of %s did not come back: %v", c.Name, err)
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("harness: kube-apiserver of %s did not come back ready: %v", c.Name, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
