@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/cleanup"
@@ -40,15 +39,7 @@ func Cleanup(ctx context.Context, o CleanupOptions, log *slog.Logger) error {
 }
 
 func cleanupCluster(ctx context.Context, namespaces []string, leNS, leID string, wait time.Duration, log *slog.Logger) error {
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	restCfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	_, _, c, err := kubeClient()
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,15 +41,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	restCfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	restCfg, scheme, direct, err := kubeClient()
 	if err != nil {
 		return err
 	}
@@ -182,6 +175,24 @@ func leaderNamespace(flagValue string) string {
 		return ns
 	}
 	return "mcs-system"
+}
+
+// kubeClient loads the kubeconfig (controller-runtime's --kubeconfig, $KUBECONFIG, in-cluster)
+// and returns it with the scheme and an uncached client.
+func kubeClient() (*rest.Config, *runtime.Scheme, client.Client, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return restCfg, scheme, c, nil
 }
 
 // newScheme holds the built-in types and the MCS v1beta1 types.
