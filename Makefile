@@ -71,7 +71,7 @@ build:
 
 # Release binaries for linux and darwin on amd64 and arm64, with checksums, in dist/.
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-release:
+release: tools-helm
 	@rm -rf dist && mkdir -p dist
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
@@ -81,7 +81,8 @@ release:
 	  cp LICENSE README.md dist/$$name/; \
 	  tar -C dist -czf dist/$$name.tar.gz $$name; \
 	done
-	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+	$(BIN)/helm package charts/global-discovery-mcs -d dist
+	cd dist && sha256sum *.tar.gz *.tgz > SHA256SUMS && cat SHA256SUMS
 
 # The image: every binary and the CRDs (no Docker engine is needed for anything else).
 IMG ?= global-discovery-mcs:$(VERSION)
