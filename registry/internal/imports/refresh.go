@@ -1,0 +1,127 @@
+package imports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// RefreshService reads one Service's exports from the store and recomputes its import.
+func (c *Cache) RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error {
+	return c.RefreshServices(ctx, clusterset, []store.ServiceKey{k})
+}
+
+// RefreshServices reads several Services' exports from the store and recomputes their
+// imports in one step: a watcher sees all of the new imports or none of them (a cluster's
+// SyncExports, which the controllers' hold after a registry restart relies on).
+func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []store.ServiceKey) error {
+	s := c.existing(clusterset)
+	if s == nil {
+		return nil
+	}
+	return s.commit.do(ctx, keys, s.refreshServices)
+}
+
+// ApplyPut applies an export this replica has just written, from the write's own result,
+// without reading the store (read-your-writes at no cost). An entry of the same cluster
+// that is newer (a later write that reached the cache first) is kept. Under the refresh
+// lock, so no refresh that read the store before the write can apply after it.
+func (c *Cache) ApplyPut(clusterset string, e store.Export) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	now := c.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return
+	}
+	held := s.exports[e.Service]
+	next := make([]store.Export, 0, len(held)+1)
+	placed := false
+	for _, x := range held {
+		switch {
+		case x.ClusterID != e.ClusterID:
+			next = append(next, x)
+		case x.UpdateTime.After(e.UpdateTime):
+			return // a newer write is held
+		default:
+			next = append(next, e)
+			placed = true
+		}
+	}
+	if !placed {
+		next = append(next, e)
+		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
+	}
+	s.setExportsLocked(e.Service, next)
+	s.recomputeLocked(e.Service, now)
+}
+
+// RefreshCluster reads one cluster from the store; when its lease state changed, the
+// imports of its Services are recomputed.
+func (c *Cache) RefreshCluster(ctx context.Context, clusterset, clusterID string) error {
+	s := c.existing(clusterset)
+	if s == nil {
+		return nil
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	cl, err := c.store.GetCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: clusterID})
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrClusterNotFound) {
+		return fmt.Errorf("get cluster %s/%s: %w", clusterset, clusterID, err)
+	}
+	s.setCluster(clusterID, cl, found)
+	return nil
+}
+
+// SetCluster applies a cluster's state known without reading the store (a write's
+// result, a stream image); nil means deleted. A state older than the one held (by renew
+// time) is ignored, so a late stream record cannot undo a newer write.
+func (c *Cache) SetCluster(clusterset, clusterID string, cl *store.Cluster) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	if cl == nil {
+		s.setCluster(clusterID, store.Cluster{}, false)
+		return
+	}
+	s.mu.Lock()
+	held, ok := s.clusters[clusterID]
+	s.mu.Unlock()
+	if ok && held.RenewTime.After(cl.RenewTime) {
+		return
+	}
+	s.setCluster(clusterID, *cl, true)
+}
+
+// Resync reloads a clusterset from the store (every loaded one when name is empty).
+func (c *Cache) Resync(ctx context.Context, name string) error {
+	c.mu.Lock()
+	var sets []*set
+	for n, s := range c.sets {
+		if name == "" || n == name {
+			sets = append(sets, s)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range sets {
+		s.refresh.Lock()
+		if err := s.reload(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		s.refresh.Unlock()
+	}
+	return errors.Join(errs...)
+}

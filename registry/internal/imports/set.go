@@ -1,0 +1,313 @@
+package imports
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/merge"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// set is one clusterset's facts and imports.
+type set struct {
+	cache *Cache
+	name  string
+	// epoch names this set's revision sequence. A set loaded again (after a drop) starts a
+	// new sequence that knows nothing of what was deleted in between, so watches of the old
+	// one must not resume from it.
+	epoch string
+	// refresh serializes reads of the store with the updates made from them, so a later
+	// refresh never applies an older read.
+	refresh sync.Mutex
+	// commit gathers the Services of concurrent refreshes into one: a burst of syncs
+	// merges each Service once per batch, not once per sync.
+	commit groupCommit
+
+	mu       sync.Mutex
+	closed   bool
+	clusters map[string]store.Cluster
+	active   map[string]bool // the lease state each import was last computed with
+	exports  map[store.ServiceKey][]store.Export
+	// byCluster indexes exports by cluster: the endpoint count of each of its exports, so
+	// what one cluster holds is found without walking the clusterset.
+	byCluster map[string]map[store.ServiceKey]int
+	imports   map[store.ServiceKey]*registryv1.ServiceImport
+	revision  int64
+	log       []logEntry
+	watchers  map[*Watcher]struct{}
+	// shared are the watch messages of the current revision, built once for every watcher.
+	shared  sharedMessages
+	timer   *time.Timer
+	timerAt time.Time
+}
+
+type logEntry struct {
+	rev int64
+	key store.ServiceKey
+}
+
+// reload reads the whole clusterset from the store and recomputes every import. The
+// caller holds s.refresh.
+func (s *set) reload(ctx context.Context) error {
+	clusters, err := s.cache.store.ListClusters(ctx, s.name)
+	if err != nil {
+		return fmt.Errorf("list clusters of %s: %w", s.name, err)
+	}
+	exports, err := s.cache.store.ListExports(ctx, s.name)
+	if err != nil {
+		return fmt.Errorf("list exports of %s: %w", s.name, err)
+	}
+	byID := make(map[string]store.Cluster, len(clusters))
+	for _, cl := range clusters {
+		byID[cl.ClusterID] = cl
+	}
+	bySvc := map[store.ServiceKey][]store.Export{}
+	for _, e := range exports {
+		bySvc[e.Service] = append(bySvc[e.Service], e)
+	}
+	now := s.cache.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clusters = byID
+	s.active = make(map[string]bool, len(byID))
+	for id, cl := range byID {
+		s.active[id] = cl.Active(now)
+	}
+	touched := map[store.ServiceKey]bool{}
+	for k := range s.exports {
+		touched[k] = true
+	}
+	for k := range bySvc {
+		touched[k] = true
+	}
+	s.exports = map[store.ServiceKey][]store.Export{}
+	s.byCluster = map[string]map[store.ServiceKey]int{}
+	for k, exports := range bySvc {
+		s.setExportsLocked(k, exports)
+	}
+	if s.imports == nil {
+		s.imports = map[store.ServiceKey]*registryv1.ServiceImport{}
+	}
+	for k := range touched {
+		s.recomputeLocked(k, now)
+	}
+	s.scheduleLocked(now)
+	return nil
+}
+
+// recomputeLocked merges one Service again and records a change when the import differs.
+func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
+	imp := merge.Service(k, s.exports[k], s.clusters, now)
+	old, had := s.imports[k]
+	changed := false
+	switch {
+	case imp == nil && had:
+		delete(s.imports, k)
+		changed = true
+	case imp != nil && (!had || !proto.Equal(imp, old)):
+		s.imports[k] = imp
+		changed = true
+	}
+	if f := s.cache.obs.Recomputed; f != nil {
+		f(changed)
+	}
+	if !changed {
+		return
+	}
+	s.revision++
+	s.log = append(s.log, logEntry{rev: s.revision, key: k})
+	if over := len(s.log) - s.cache.history; over > 0 {
+		s.log = append(s.log[:0:0], s.log[over:]...)
+	}
+	for w := range s.watchers {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// scheduleLocked arms the timer for the next lease expiry of an active cluster.
+func (s *set) scheduleLocked(now time.Time) {
+	var next time.Time
+	for _, cl := range s.clusters {
+		if exp := cl.ExpireTime(); cl.Active(now) && (next.IsZero() || exp.Before(next)) {
+			next = exp
+		}
+	}
+	if next.Equal(s.timerAt) && s.timer != nil {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.timerAt = next
+	if next.IsZero() || s.closed {
+		return
+	}
+	s.timer = time.AfterFunc(next.Sub(now), s.expire)
+}
+
+// expire recomputes the imports of clusters whose lease state changed with time.
+func (s *set) expire() {
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	now := s.cache.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer, s.timerAt = nil, time.Time{}
+	if s.closed {
+		return
+	}
+	for id, cl := range s.clusters {
+		if a := cl.Active(now); a != s.active[id] {
+			s.active[id] = a
+			s.cache.log.Info("cluster lease state changed", "clusterset", s.name, "cluster", id, "active", a)
+			for _, k := range s.servicesOfLocked(id) {
+				s.recomputeLocked(k, now)
+			}
+		}
+	}
+	s.scheduleLocked(now)
+}
+
+func (s *set) servicesOfLocked(clusterID string) []store.ServiceKey {
+	out := make([]store.ServiceKey, 0, len(s.byCluster[clusterID]))
+	for k := range s.byCluster[clusterID] {
+		out = append(out, k)
+	}
+	return out
+}
+
+// setExportsLocked replaces one Service's exports and keeps the index by cluster.
+func (s *set) setExportsLocked(k store.ServiceKey, exports []store.Export) {
+	for _, e := range s.exports[k] {
+		if m := s.byCluster[e.ClusterID]; m != nil {
+			delete(m, k)
+			if len(m) == 0 {
+				delete(s.byCluster, e.ClusterID)
+			}
+		}
+	}
+	if len(exports) == 0 {
+		delete(s.exports, k)
+		return
+	}
+	s.exports[k] = exports
+	for _, e := range exports {
+		m := s.byCluster[e.ClusterID]
+		if m == nil {
+			m = map[store.ServiceKey]int{}
+			s.byCluster[e.ClusterID] = m
+		}
+		m[k] = validate.EndpointCount(e.EndpointGroups)
+	}
+}
+
+// sameExports reports whether two reads of a Service's exports are the same values: a
+// store that hands back the messages it was given (the memory store) makes a change
+// feed's echo of a write already applied cost no merge.
+func sameExports(a, b []store.Export) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.ClusterID != y.ClusterID || !x.UpdateTime.Equal(y.UpdateTime) || !x.CreateTime.Equal(y.CreateTime) || x.Spec != y.Spec ||
+			len(x.EndpointGroups) != len(y.EndpointGroups) || (len(x.EndpointGroups) > 0 && &x.EndpointGroups[0] != &y.EndpointGroups[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *set) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	for w := range s.watchers {
+		w.gone = true
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshServices reads the Services' exports and recomputes their imports in one step.
+func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey) error {
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	read := make([][]store.Export, len(keys))
+	for i, k := range keys {
+		exports, err := s.cache.store.ListServiceExports(ctx, s.name, k)
+		if err != nil {
+			return fmt.Errorf("list exports of %s in %s: %w", k, s.name, err)
+		}
+		read[i] = exports
+	}
+	now := s.cache.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return nil
+	}
+	for i, k := range keys {
+		if sameExports(s.exports[k], read[i]) {
+			continue
+		}
+		s.setExportsLocked(k, read[i])
+		s.recomputeLocked(k, now)
+	}
+	return nil
+}
+
+func (s *set) setCluster(clusterID string, cl store.Cluster, found bool) {
+	now := s.cache.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return
+	}
+	prev := s.active[clusterID]
+	active := found && cl.Active(now)
+	if found {
+		s.clusters[clusterID] = cl
+		s.active[clusterID] = active
+	} else {
+		delete(s.clusters, clusterID)
+		delete(s.active, clusterID)
+	}
+	if active != prev {
+		for _, k := range s.servicesOfLocked(clusterID) {
+			s.recomputeLocked(k, now)
+		}
+	}
+	s.scheduleLocked(now)
+}
+
+func (s *set) listLocked(f Filter) []*registryv1.ServiceImport {
+	keys := make([]store.ServiceKey, 0, len(s.imports))
+	for k := range s.imports {
+		if f.match(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Less(keys[j]) })
+	out := make([]*registryv1.ServiceImport, len(keys))
+	for i, k := range keys {
+		out[i] = f.view(s.imports[k])
+	}
+	return out
+}
