@@ -24,16 +24,16 @@ func TestDecodeRefusesMalformedKeys(t *testing.T) {
 		t.Errorf("parseExportSK of a good key = %+v, %v", k, err)
 	}
 	for name, item := range map[string]map[string]types.AttributeValue{
-		"no lease":           {attrSK: s("CLUSTER#a")},
-		"bad id":             {attrSK: s("CLUSTER#A_B"), "leaseMs": n(30000)},
-		"not a cluster":      {attrSK: s("EXPORT#x"), "leaseMs": n(30000)},
-		"lease not a number": {attrSK: s("CLUSTER#a"), "leaseMs": s("x")},
+		"no lease":           {attrSK: strAttr("CLUSTER#a")},
+		"bad id":             {attrSK: strAttr("CLUSTER#A_B"), "leaseMs": numAttr(30000)},
+		"not a cluster":      {attrSK: strAttr("EXPORT#x"), "leaseMs": numAttr(30000)},
+		"lease not a number": {attrSK: strAttr("CLUSTER#a"), "leaseMs": strAttr("x")},
 	} {
 		if _, err := clusterFrom("prod", item); !errors.Is(err, errBadItem) {
 			t.Errorf("clusterFrom(%s) = %v, want a bad-item error", name, err)
 		}
 	}
-	if c, err := clusterFrom("prod", map[string]types.AttributeValue{attrSK: s("CLUSTER#a"), "leaseMs": n(30000)}); err != nil || c.ClusterID != "a" {
+	if c, err := clusterFrom("prod", map[string]types.AttributeValue{attrSK: strAttr("CLUSTER#a"), "leaseMs": numAttr(30000)}); err != nil || c.ClusterID != "a" {
 		t.Errorf("clusterFrom of a good item = %+v, %v", c, err)
 	}
 	// A chunk key changes nothing by itself; a key of another shape is refused.
@@ -52,7 +52,7 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add("CS#prod", "EXPORT#junk", int64(0), []byte{0xff})
 	f.Add("CS#", "EPS#a/b#c#g#x", int64(-1), []byte{})
 	f.Fuzz(func(t *testing.T, pkv, sk string, lease int64, data []byte) {
-		item := map[string]types.AttributeValue{attrPK: s(pkv), attrSK: s(sk), "leaseMs": n(lease), "spec": b(data), "eps": b(data), "data": b(data)}
+		item := map[string]types.AttributeValue{attrPK: strAttr(pkv), attrSK: strAttr(sk), "leaseMs": numAttr(lease), "spec": bytesAttr(data), "eps": bytesAttr(data), "data": bytesAttr(data)}
 		_, _ = clusterFrom("prod", item)
 		if _, err := exportKeyFrom(item); err == nil {
 			st := &Store{badItem: func(string, string, error) {}}

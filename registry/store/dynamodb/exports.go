@@ -1,0 +1,308 @@
+package dynamodb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// groups wraps endpoint groups for storage; an Export message carries them.
+func marshalGroups(groups []*registryv1.EndpointGroup) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(&registryv1.Export{EndpointGroups: groups})
+}
+
+func unmarshalGroups(data []byte) ([]*registryv1.EndpointGroup, error) {
+	e := &registryv1.Export{}
+	if err := proto.Unmarshal(data, e); err != nil {
+		return nil, err
+	}
+	return e.GetEndpointGroups(), nil
+}
+
+// chunks splits endpoint groups into pieces of at most chunkLimit bytes each; an endpoint
+// group that is too large is split by endpoints.
+func chunks(groups []*registryv1.EndpointGroup) ([][]byte, error) {
+	var out [][]byte
+	var cur []*registryv1.EndpointGroup
+	size := 0
+	flush := func() error {
+		if len(cur) == 0 {
+			return nil
+		}
+		data, err := marshalGroups(cur)
+		if err != nil {
+			return err
+		}
+		out = append(out, data)
+		cur, size = nil, 0
+		return nil
+	}
+	for _, g := range groups {
+		head := &registryv1.EndpointGroup{AddressType: g.GetAddressType(), Ports: g.GetPorts()}
+		part := proto.Clone(head).(*registryv1.EndpointGroup)
+		partSize := proto.Size(head)
+		for _, e := range g.GetEndpoints() {
+			es := proto.Size(e) + 8
+			if size+partSize+es > chunkLimit && (len(part.Endpoints) > 0 || len(cur) > 0) {
+				if len(part.Endpoints) > 0 {
+					cur = append(cur, part)
+				}
+				if err := flush(); err != nil {
+					return nil, err
+				}
+				part = proto.Clone(head).(*registryv1.EndpointGroup)
+				partSize = proto.Size(head)
+			}
+			part.Endpoints = append(part.Endpoints, e)
+			partSize += es
+		}
+		cur = append(cur, part)
+		size += partSize
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func newGen() string {
+	var x [6]byte
+	_, _ = rand.Read(x[:])
+	return hex.EncodeToString(x[:])
+}
+
+// putExport writes one export: chunk items first (when the endpoints do not fit inline),
+// then the export item in a transaction with a check that the cluster exists, then the
+// previous chunks are removed.
+// encoded is an export's spec and endpoints as stored, and their sum.
+type encoded struct {
+	spec, eps []byte
+	sum       []byte
+}
+
+func encodeExport(e store.Export) (encoded, error) {
+	spec, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.Spec)
+	if err != nil {
+		return encoded{}, fmt.Errorf("encode export spec: %w", err)
+	}
+	eps, err := marshalGroups(e.EndpointGroups)
+	if err != nil {
+		return encoded{}, fmt.Errorf("encode endpoints: %w", err)
+	}
+	h := sha256.New()
+	_ = binary.Write(h, binary.BigEndian, uint64(len(spec)))
+	h.Write(spec)
+	h.Write(eps)
+	return encoded{spec: spec, eps: eps, sum: h.Sum(nil)}, nil
+}
+
+// held is what the table holds of an export before a write: its chunks (to remove after
+// the write) and its create time.
+type held struct {
+	gen    string
+	chunks int
+	create time.Time
+}
+
+func heldFrom(item map[string]types.AttributeValue) *held {
+	if item == nil {
+		return nil
+	}
+	return &held{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs"))}
+}
+
+// putExport writes one export: chunk items first (when the endpoints do not fit inline),
+// then the export item in a transaction with a check that the cluster exists, then the
+// previous chunks are removed. old is what the table held (nil: nothing).
+func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held) (store.Export, error) {
+	spec, eps := enc.spec, enc.eps
+	var err error
+	p := pk(e.Clusterset)
+	values := map[string]types.AttributeValue{
+		":spec": bytesAttr(spec), ":now": numAttr(ms(e.CreateTime)), ":upd": numAttr(ms(e.UpdateTime)), ":sum": bytesAttr(enc.sum),
+	}
+	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum"
+	gen := ""
+	var parts [][]byte
+	if len(eps) <= inlineLimit {
+		values[":eps"] = bytesAttr(eps)
+		update += ", eps = :eps REMOVE gen, chunks"
+	} else {
+		if parts, err = chunks(e.EndpointGroups); err != nil {
+			return store.Export{}, fmt.Errorf("split endpoints: %w", err)
+		}
+		gen = newGen()
+		for i, part := range parts {
+			if _, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: map[string]types.AttributeValue{
+				attrPK: strAttr(p), attrSK: strAttr(chunkPrefix(e.Service, e.ClusterID, gen) + strconv.Itoa(i)), "data": bytesAttr(part),
+			}}); err != nil {
+				return store.Export{}, unavailable("write endpoint chunk", err)
+			}
+		}
+		values[":gen"], values[":chunks"] = strAttr(gen), numAttr(int64(len(parts)))
+		update += ", gen = :gen, chunks = :chunks REMOVE eps"
+	}
+	for attempt := 1; ; attempt++ {
+		err = st.writeExport(ctx, p, e, update, values)
+		if errors.Is(err, errFenced) && attempt < 3 && ctx.Err() == nil {
+			// A delete of this cluster's exports was sent after this write, but the write's
+			// client still waits: the write is still wanted. Send it again, as of now.
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if errors.Is(err, errFenced) || errors.Is(err, store.ErrSuperseded) || errors.Is(err, store.ErrClusterNotFound) {
+			// The write surely did not apply: its chunks are nobody's. (After any other
+			// error it may have applied, and its chunks are kept.)
+			st.deleteChunks(context.WithoutCancel(ctx), e.Clusterset, e.Service, e.ClusterID, gen, len(parts))
+		}
+		if errors.Is(err, errFenced) {
+			return store.Export{}, fmt.Errorf("put export %s from %s/%s: a delete of the cluster's exports came after it: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+		}
+		return store.Export{}, err
+	}
+	if old != nil && old.gen != "" {
+		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, old.gen, old.chunks)
+	}
+	// The create time is written once: the held one, or this write's. Times are returned
+	// as stored (milliseconds), so the write's result and later reads of it are equal.
+	e.CreateTime, e.UpdateTime = fromMs(ms(e.CreateTime)), fromMs(ms(e.UpdateTime))
+	if old != nil {
+		e.CreateTime = old.create
+	}
+	return e, nil
+}
+
+// errFenced: a delete of the cluster's exports is newer than the write.
+var errFenced = errors.New("fenced by a later delete")
+
+// writeExport is the export item's write: it applies only when the cluster exists, no
+// delete of its exports is newer (fenceUs) and no newer write of the export applied.
+func (st *Store) writeExport(ctx context.Context, p string, e store.Export, update string, values map[string]types.AttributeValue) error {
+	w := st.now().UnixMicro()
+	values[":w"] = numAttr(w)
+	_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(e.ClusterID)),
+			ConditionExpression:                 aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :w)"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":w": numAttr(w)},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
+		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)),
+			UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
+			ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}},
+	}})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
+		cluster, export := tce.CancellationReasons[0], tce.CancellationReasons[1]
+		switch {
+		case aws.ToString(cluster.Code) == "ConditionalCheckFailed" && len(cluster.Item) == 0:
+			return fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+		case aws.ToString(cluster.Code) == "ConditionalCheckFailed":
+			return errFenced
+		case aws.ToString(export.Code) == "ConditionalCheckFailed":
+			return fmt.Errorf("put export %s from %s/%s: a newer write of it applied: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+		}
+	}
+	if isCondFailed(err) {
+		return fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
+	}
+	if err != nil {
+		return unavailable("put export", err)
+	}
+	return nil
+}
+
+func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.ServiceKey, id, gen string, count int) {
+	for i := range count {
+		_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))})
+	}
+}
+
+func (st *Store) getExportItem(ctx context.Context, clusterset string, svc store.ServiceKey, id string) (map[string]types.AttributeValue, error) {
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key(pk(clusterset), exportSK(svc, id)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, unavailable("get export", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// PutExport implements store.Store.
+func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, error) {
+	enc, err := encodeExport(e)
+	if err != nil {
+		return store.Export{}, err
+	}
+	// What is held now: its chunks go after the write, and its create time is the
+	// export's (written once). A first write racing another replica's first write of the
+	// same export may answer its own create time; the table keeps the first.
+	item, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+	if err != nil {
+		return store.Export{}, err
+	}
+	return st.putExport(ctx, e, enc, heldFrom(item))
+}
+
+// DeleteExport implements store.Store. It first raises the cluster's fence, so that an
+// export write received before the delete and still on its way to DynamoDB cannot apply
+// after it; then it deletes the export unless a newer write replaced it.
+func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	f, err := st.raiseFence(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	return st.deleteExportItem(ctx, k, svc, f)
+}
+
+// raiseFence sets the cluster's fenceUs to now and returns it: no export write of the
+// cluster sent before it applies after.
+func (st *Store) raiseFence(ctx context.Context, k store.ClusterKey) (int64, error) {
+	f := st.now().UnixMicro()
+	_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.table, Key: key(pk(k.Clusterset), clusterSK(k.ClusterID)),
+		UpdateExpression:          aws.String("SET fenceUs = :f"),
+		ConditionExpression:       aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :f)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": numAttr(f)},
+	})
+	if err != nil && !isCondFailed(err) {
+		// A failed condition: the cluster is gone (its exports with it) or a newer fence stands.
+		return 0, unavailable("fence export writes", err)
+	}
+	return f, nil
+}
+
+// deleteExportItem deletes the export, with its chunks, unless a write newer than the
+// fence f replaced it.
+func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc store.ServiceKey, f int64) (bool, error) {
+	out, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &st.table, Key: key(pk(k.Clusterset), exportSK(svc, k.ClusterID)), ReturnValues: types.ReturnValueAllOld,
+		ConditionExpression:       aws.String("attribute_not_exists(writeUs) OR writeUs < :f"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": numAttr(f)},
+	})
+	if isCondFailed(err) {
+		return false, nil // a newer write of the export stands
+	}
+	if err != nil {
+		return false, unavailable("delete export", err)
+	}
+	if gen := getS(out.Attributes, "gen"); gen != "" {
+		st.deleteChunks(ctx, k.Clusterset, svc, k.ClusterID, gen, int(getN(out.Attributes, "chunks")))
+	}
+	return len(out.Attributes) > 0, nil
+}
