@@ -1,0 +1,238 @@
+package importer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+// applyServiceImport creates or updates the ServiceImport; nil when the name is taken by a
+// ServiceImport this controller does not manage.
+func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, imp *registryv1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+	si := &mcsv1beta1.ServiceImport{}
+	err := r.Client.Get(ctx, key, si)
+	if apierrors.IsNotFound(err) {
+		si = &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: ImportLabels(imp), Annotations: ImportAnnotations(imp)},
+			Spec:       ImportSpec(imp),
+		}
+		if err := r.Client.Create(ctx, si); err != nil {
+			return nil, fmt.Errorf("create ServiceImport %s: %w", key, err)
+		}
+		r.write("ServiceImport", "create")
+		return si, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if si.Labels[ManagedByLabel] != ManagedBy {
+		if !r.AdoptUnmanaged {
+			r.mu.Lock()
+			seen := r.held["unmanaged"][key]
+			r.mu.Unlock()
+			if !seen {
+				r.Log.Warn("a ServiceImport this controller did not create has the import's name; leaving it alone (--adopt-unmanaged-imports takes it over)", "serviceimport", key.String())
+			}
+			r.setHeld("unmanaged", key, true)
+			return nil, nil
+		}
+		r.Log.Info("adopting a ServiceImport this controller did not create", "serviceimport", key.String())
+	}
+	r.setHeld("unmanaged", key, false)
+	spec := ImportSpec(imp)
+	spec.IPs = si.Spec.IPs // set from the derived Service in applyStatus
+	labels, annotations := mergeOwn(si.Labels, ImportLabels(imp), si.Annotations, ImportAnnotations(imp))
+	if equality.Semantic.DeepEqual(si.Spec, spec) && maps.Equal(si.Labels, labels) && maps.Equal(si.Annotations, annotations) {
+		return si, nil
+	}
+	// A merge patch, not an update: the cached object may be older than this controller's
+	// own last write, and the fields written here are this controller's alone.
+	base := si.DeepCopy()
+	si.Spec, si.Labels, si.Annotations = spec, labels, annotations
+	if err := r.Client.Patch(ctx, si, client.MergeFrom(base)); err != nil {
+		return nil, fmt.Errorf("update ServiceImport %s: %w", key, err)
+	}
+	r.write("ServiceImport", "update")
+	return si, nil
+}
+
+// mergeOwn returns the metadata to write: the desired labels and annotations replace the
+// current ones (the exported ones may have been removed at the source), except keys set by
+// Kubernetes itself (kubectl's last-applied annotation and the like are kept).
+func mergeOwn(curL, wantL, curA, wantA map[string]string) (map[string]string, map[string]string) {
+	l := maps.Clone(wantL)
+	a := maps.Clone(wantA)
+	for k, v := range curA {
+		if _, ok := a[k]; !ok && isSystemKey(k) {
+			a[k] = v
+		}
+	}
+	for k, v := range curL {
+		if _, ok := l[k]; !ok && isSystemKey(k) {
+			l[k] = v
+		}
+	}
+	return l, a
+}
+
+func isSystemKey(k string) bool {
+	for _, p := range []string{"kubectl.kubernetes.io/", "kubernetes.io/", "k8s.io/"} {
+		if len(k) >= len(p) && k[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.ServiceImport) (*corev1.Service, error) {
+	want := DerivedService(imp)
+	if err := controllerutil.SetControllerReference(si, want, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	cur := &corev1.Service{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	if apierrors.IsNotFound(err) {
+		if err := r.Client.Create(ctx, want); err != nil {
+			return nil, fmt.Errorf("create derived Service %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		r.write("Service", "create")
+		return want, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	headlessNow := cur.Spec.ClusterIP == corev1.ClusterIPNone
+	if headlessNow != (want.Spec.ClusterIP == corev1.ClusterIPNone) {
+		// clusterIP is immutable: the type changed, so the Service is made again.
+		if err := r.Client.Delete(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		r.write("Service", "delete")
+		return nil, errors.New("derived Service type changed; recreating it")
+	}
+	if equality.Semantic.DeepEqual(cur.Spec.Ports, want.Spec.Ports) && cur.Spec.SessionAffinity == want.Spec.SessionAffinity &&
+		equality.Semantic.DeepEqual(cur.Spec.SessionAffinityConfig, want.Spec.SessionAffinityConfig) &&
+		maps.Equal(cur.Labels, want.Labels) && metav1.IsControlledBy(cur, si) {
+		return cur, nil
+	}
+	cur.Spec.Ports, cur.Spec.SessionAffinity, cur.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
+	cur.Labels = want.Labels
+	cur.OwnerReferences = want.OwnerReferences
+	if err := r.Client.Update(ctx, cur); err != nil {
+		return nil, fmt.Errorf("update derived Service %s/%s: %w", cur.Namespace, cur.Name, err)
+	}
+	r.write("Service", "update")
+	return cur, nil
+}
+
+func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *registryv1.ServiceImport) error {
+	want := map[string]*discoveryv1.EndpointSlice{}
+	for _, s := range EndpointSlices(imp) {
+		if err := controllerutil.SetControllerReference(svc, s, r.Client.Scheme()); err != nil {
+			return err
+		}
+		want[s.Name] = s
+	}
+	var cur discoveryv1.EndpointSliceList
+	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
+		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: imp.GetService().GetName()}); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range cur.Items {
+		c := &cur.Items[i]
+		w, ok := want[c.Name]
+		delete(want, c.Name)
+		switch {
+		case !ok || c.AddressType != w.AddressType:
+			if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+				continue
+			}
+			r.write("EndpointSlice", "delete")
+			if ok {
+				want[c.Name] = w // addressType is immutable: create it again
+			}
+		case !equality.Semantic.DeepEqual(c.Endpoints, w.Endpoints) || !equality.Semantic.DeepEqual(c.Ports, w.Ports) ||
+			!maps.Equal(c.Labels, w.Labels) || !metav1.IsControlledBy(c, svc):
+			c.Endpoints, c.Ports, c.Labels, c.OwnerReferences = w.Endpoints, w.Ports, w.Labels, w.OwnerReferences
+			if err := r.Client.Update(ctx, c); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.write("EndpointSlice", "update")
+		}
+	}
+	for _, w := range want {
+		if err := r.Client.Create(ctx, w); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.write("EndpointSlice", "create")
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, imp *registryv1.ServiceImport, heldClusters []string) error {
+	var ips []string
+	if imp.GetSpec().GetType() != registryv1.ServiceType_SERVICE_TYPE_HEADLESS && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		ips = append(ips, svc.Spec.ClusterIPs...)
+	}
+	if !equality.Semantic.DeepEqual(si.Spec.IPs, ips) {
+		base := si.DeepCopy()
+		si.Spec.IPs = ips
+		if err := r.Client.Patch(ctx, si, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("set spec.ips of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
+		}
+		r.write("ServiceImport", "update")
+	}
+	st := si.Status.DeepCopy()
+	st.Clusters = nil
+	for _, c := range imp.GetClusters() {
+		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.GetClusterId()})
+	}
+	st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady),
+		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(imp.GetClusters()), svc.Name), ObservedGeneration: si.Generation,
+	})
+	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
+	if equality.Semantic.DeepEqual(&si.Status, st) {
+		return nil
+	}
+	// The status is this controller's alone: a merge patch cannot fail on a cached
+	// resourceVersion older than the last write (a quiet clusterset logs no conflict).
+	base := si.DeepCopy()
+	si.Status = *st
+	if err := r.Client.Status().Patch(ctx, si, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("update status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
+	}
+	r.write("ServiceImport", "update")
+	return nil
+}
+
+// endpointsHeld is the EndpointsHeld condition for the clusters held in an import.
+func endpointsHeld(clusters []string, generation int64) metav1.Condition {
+	if len(clusters) == 0 {
+		return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionFalse, Reason: ReasonNoneHeld,
+			Message: "every endpoint is what the registry holds", ObservedGeneration: generation}
+	}
+	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
+		Message:            fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
+		ObservedGeneration: generation}
+}
