@@ -12,15 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -41,38 +36,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
-	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
 )
-
-// Config is the registry's configuration, one field per flag.
-type Config struct {
-	GRPCAddr        string
-	RESTAddr        string
-	AdminAddr       string
-	Store           string
-	TLSCertFile     string
-	TLSKeyFile      string
-	MaxRequestBytes int
-	ShutdownTimeout time.Duration
-	// DynamoDB store.
-	DynamoDBTable string
-	Region        string
-	EndpointURL   string
-	// Client authentication (docs/security.md).
-	ClientCAFile    string
-	TrustDomain     string
-	AdminIdentities []string
-	// Limits on what one client can make the registry hold or do (docs/security.md).
-	MaxExportsPerCluster   int
-	MaxEndpointsPerCluster int
-	MaxWatches             int
-	MaxWatchesPerClient    int
-	SendTimeout            time.Duration
-	IdleTimeout            time.Duration
-	MaxConnections         int
-}
 
 // Defaults of the limits, as the flags and the chart set them.
 const (
@@ -84,50 +48,6 @@ const (
 	DefaultIdleTimeout            = 5 * time.Minute
 	DefaultMaxConnections         = 10000
 )
-
-// Validate checks the configuration before anything starts.
-func (c Config) Validate() error {
-	var errs []error
-	switch c.Store {
-	case "memory":
-	case "dynamodb":
-		if c.DynamoDBTable == "" {
-			errs = append(errs, errors.New("--dynamodb-table: required with --store=dynamodb"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory or dynamodb", c.Store))
-	}
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
-	}
-	if c.ClientCAFile != "" && c.TLSCertFile == "" {
-		errs = append(errs, errors.New("--client-ca-file: needs --tls-cert-file and --tls-key-file (client certificates are checked in the TLS handshake)"))
-	}
-	if c.ClientCAFile != "" && c.TrustDomain == "" {
-		errs = append(errs, errors.New("--trust-domain: required with --client-ca-file"))
-	}
-	if c.MaxRequestBytes < 1<<20 || c.MaxRequestBytes > 256<<20 {
-		errs = append(errs, fmt.Errorf("--max-request-bytes: %d is out of range, must be between 1 MiB and 256 MiB", c.MaxRequestBytes))
-	}
-	for _, l := range []struct {
-		flag string
-		v    int
-	}{
-		{"--max-exports-per-cluster", c.MaxExportsPerCluster}, {"--max-endpoints-per-cluster", c.MaxEndpointsPerCluster},
-		{"--max-watches", c.MaxWatches}, {"--max-watches-per-client", c.MaxWatchesPerClient}, {"--max-connections", c.MaxConnections},
-	} {
-		if l.v < 1 {
-			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", l.flag, l.v))
-		}
-	}
-	if c.SendTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("--send-timeout: %s must be at least 1s", c.SendTimeout))
-	}
-	if c.IdleTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("--idle-timeout: %s must be at least 1s", c.IdleTimeout))
-	}
-	return errors.Join(errs...)
-}
 
 // Run serves until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -392,78 +312,4 @@ func (c *compactJSON) Marshal(v any) ([]byte, error) {
 		return b, nil
 	}
 	return buf.Bytes(), nil
-}
-
-// openStore opens the configured store. The DynamoDB store takes its credentials from the
-// default AWS chain, its region from --region or AWS_REGION, and its endpoint from
-// --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
-func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc) (store.Store, error) {
-	if cfg.Store == "memory" {
-		return memory.New(), nil
-	}
-	var opts []func(*awsconfig.LoadOptions) error
-	if cfg.Region != "" {
-		opts = append(opts, awsconfig.WithRegion(cfg.Region))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("AWS configuration: %w", err)
-	}
-	if awsCfg.Region == "" {
-		return nil, errors.New("--region: required with --store=dynamodb when AWS_REGION is not set")
-	}
-	endpoint := cfg.EndpointURL
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
-	}
-	if endpoint != "" {
-		awsCfg.BaseEndpoint = aws.String(endpoint)
-	}
-	client := dynamodb.NewFromConfig(awsCfg)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem})
-	if err := st.Ping(pctx); err != nil {
-		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
-	}
-	return st, nil
-}
-
-// storeCheckEvery is how often gRPC health asks the store whether it answers.
-const storeCheckEvery = 5 * time.Second
-
-// followStore sets the gRPC health of the server ("" and the registry service) from the
-// store's Ping until ctx ends. After the registry's Shutdown the health server ignores
-// changes and says NOT_SERVING.
-func followStore(ctx context.Context, hs *health.Server, st interface {
-	Ping(context.Context) error
-}, up func(float64)) {
-	services := []string{"", registryv1.RegistryService_ServiceDesc.ServiceName}
-	set := func(status healthpb.HealthCheckResponse_ServingStatus) {
-		for _, s := range services {
-			hs.SetServingStatus(s, status)
-		}
-	}
-	t := time.NewTicker(storeCheckEvery)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := st.Ping(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			set(healthpb.HealthCheckResponse_NOT_SERVING)
-			up(0)
-		} else {
-			set(healthpb.HealthCheckResponse_SERVING)
-			up(1)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

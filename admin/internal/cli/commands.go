@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/cobra"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
+)
+
+func createTableCmd(g *globals) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "create-table",
+		Short: "Create the registry's table with its stream, and wait until it is ACTIVE",
+		Example: `  mcs-admin create-table --table=global-discovery-mcs --region=us-east-1
+  # then, for several regions, add a Global Table replica per region (docs/storage.md)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.registryURL != "" {
+				return usageErrorf("--registry-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
+			}
+			ctx := cmd.Context()
+			c, region, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			created, err := dynamostore.CreateTable(ctx, c, g.table)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !created {
+				fmt.Fprintf(out, "table %s already exists in %s; nothing to do\n", g.table, region)
+			} else {
+				fmt.Fprintf(out, "creating table %s in %s\n", g.table, region)
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				d, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &g.table})
+				if err != nil {
+					return fmt.Errorf("describe table %s: %w", g.table, err)
+				}
+				st := d.Table.TableStatus
+				if st == types.TableStatusActive {
+					fmt.Fprintf(out, "table %s is ACTIVE (stream %s)\n", g.table, aws.ToString(d.Table.LatestStreamArn))
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("table %s is still %s after %s", g.table, st, wait)
+				}
+				fmt.Fprintf(out, "  status %s, waiting...\n", st)
+				time.Sleep(2 * time.Second)
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "How long to wait for the table to become ACTIVE.")
+	return cmd
+}
+
+func deleteClusterCmd(g *globals) *cobra.Command {
+	var clusterset, cluster string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete-cluster",
+		Short: "Remove a cluster that will not return, with all its exports and endpoints",
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes
+  mcs-admin --registry-url=http://localhost:8080 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if clusterset == "" || cluster == "" {
+				return usageErrorf("--clusterset-id and --cluster-id: both required")
+			}
+			if !yes {
+				return usageErrorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
+			}
+			ctx := cmd.Context()
+			data, where, err := g.data(ctx)
+			if err != nil {
+				return err
+			}
+			n, err := data.DeleteCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: cluster})
+			if errors.Is(err, store.ErrClusterNotFound) {
+				return fmt.Errorf("cluster %s is not registered in clusterset %s (%s)", cluster, clusterset, where)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted cluster %s of clusterset %s and its %d exports\n", cluster, clusterset, n)
+			return nil
+		},
+	}
+	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
+	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
+	return cmd
+}

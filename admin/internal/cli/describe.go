@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// Description is what describe prints as JSON or YAML.
+type Description struct {
+	Clusterset string               `json:"clusterset"`
+	Time       time.Time            `json:"time"`
+	Clusters   []ClusterDescription `json:"clusters"`
+	Exports    []ExportDescription  `json:"exports"`
+}
+
+// ClusterDescription is one cluster and its lease.
+type ClusterDescription struct {
+	ClusterID    string    `json:"clusterId"`
+	Region       string    `json:"region"`
+	LeaseState   string    `json:"leaseState"`
+	LeaseSeconds float64   `json:"leaseSeconds"`
+	RenewTime    time.Time `json:"renewTime"`
+	ExpireTime   time.Time `json:"expireTime"`
+	RegisterTime time.Time `json:"registerTime"`
+}
+
+// ExportDescription is one export and its endpoint set.
+type ExportDescription struct {
+	Namespace      string    `json:"namespace"`
+	Name           string    `json:"name"`
+	ClusterID      string    `json:"clusterId"`
+	Type           string    `json:"type"`
+	Ports          []string  `json:"ports"`
+	Endpoints      int       `json:"endpoints"`
+	ReadyEndpoints int       `json:"readyEndpoints"`
+	Addresses      []string  `json:"addresses"`
+	CreateTime     time.Time `json:"createTime"`
+	UpdateTime     time.Time `json:"updateTime"`
+}
+
+// describe reads a clusterset from the store or a registry.
+func describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
+	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}}
+	clusters, err := st.ListClusters(ctx, clusterset)
+	if err != nil {
+		return d, err
+	}
+	for _, c := range clusters {
+		state := "LEASE_STATE_EXPIRED"
+		if c.Active(now) {
+			state = "LEASE_STATE_ACTIVE"
+		}
+		d.Clusters = append(d.Clusters, ClusterDescription{
+			ClusterID: c.ClusterID, Region: c.Region, LeaseState: state, LeaseSeconds: c.LeaseDuration.Seconds(),
+			RenewTime: c.RenewTime, ExpireTime: c.ExpireTime(), RegisterTime: c.RegisterTime,
+		})
+	}
+	exports, err := st.ListExports(ctx, clusterset)
+	if err != nil {
+		return d, err
+	}
+	for _, e := range exports {
+		ed := ExportDescription{
+			Namespace: e.Service.Namespace, Name: e.Service.Name, ClusterID: e.ClusterID,
+			Type: strings.TrimPrefix(e.Spec.GetType().String(), "SERVICE_TYPE_"), Ports: []string{}, Addresses: []string{},
+			CreateTime: e.CreateTime, UpdateTime: e.UpdateTime,
+		}
+		for _, p := range e.Spec.GetPorts() {
+			proto := p.GetProtocol()
+			if proto == "" {
+				proto = "TCP"
+			}
+			ed.Ports = append(ed.Ports, fmt.Sprintf("%s/%s/%d", p.GetName(), proto, p.GetPort()))
+		}
+		for _, g := range e.EndpointGroups {
+			for _, ep := range g.GetEndpoints() {
+				ed.Endpoints++
+				if ep.GetConditions().Ready == nil || ep.GetConditions().GetReady() {
+					ed.ReadyEndpoints++
+				}
+				ed.Addresses = append(ed.Addresses, ep.GetAddresses()...)
+			}
+		}
+		sort.Strings(ed.Addresses)
+		d.Exports = append(d.Exports, ed)
+	}
+	return d, nil
+}
+
+func describeCmd(g *globals) *cobra.Command {
+	var clusterset, output string
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "List a clusterset's clusters with their lease states, the exports and their endpoint sets",
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset-id=prod
+  mcs-admin --region=us-east-1 describe --clusterset-id=prod -o yaml
+  mcs-admin --registry-url=http://localhost:8080 describe --clusterset-id=prod`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if clusterset == "" {
+				return usageErrorf("--clusterset-id: required")
+			}
+			if output != "table" && output != "json" && output != "yaml" {
+				return usageErrorf("-o %q: must be table, json or yaml", output)
+			}
+			ctx := cmd.Context()
+			data, _, err := g.data(ctx)
+			if err != nil {
+				return err
+			}
+			d, err := describe(ctx, data, clusterset, time.Now())
+			if err != nil {
+				return err
+			}
+			return printDescription(cmd.OutOrStdout(), d, output)
+		},
+	}
+	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+func printDescription(w io.Writer, d Description, output string) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "CLUSTERS OF %s\n", d.Clusterset)
+	fmt.Fprintln(tw, "CLUSTER\tREGION\tLEASE\tEXPIRES\tREGISTERED")
+	for _, c := range d.Clusters {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ClusterID, dash(c.Region), c.LeaseState, c.ExpireTime.Format(time.RFC3339), c.RegisterTime.Format(time.RFC3339))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "EXPORTS")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tREADY/ENDPOINTS\tCREATED")
+	for _, e := range d.Exports {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

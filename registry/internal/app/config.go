@@ -1,0 +1,79 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the registry's configuration, one field per flag.
+type Config struct {
+	GRPCAddr        string
+	RESTAddr        string
+	AdminAddr       string
+	Store           string
+	TLSCertFile     string
+	TLSKeyFile      string
+	MaxRequestBytes int
+	ShutdownTimeout time.Duration
+	// DynamoDB store.
+	DynamoDBTable string
+	Region        string
+	EndpointURL   string
+	// Client authentication (docs/security.md).
+	ClientCAFile    string
+	TrustDomain     string
+	AdminIdentities []string
+	// Limits on what one client can make the registry hold or do (docs/security.md).
+	MaxExportsPerCluster   int
+	MaxEndpointsPerCluster int
+	MaxWatches             int
+	MaxWatchesPerClient    int
+	SendTimeout            time.Duration
+	IdleTimeout            time.Duration
+	MaxConnections         int
+}
+
+// Validate checks the configuration before anything starts.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Store {
+	case "memory":
+	case "dynamodb":
+		if c.DynamoDBTable == "" {
+			errs = append(errs, errors.New("--dynamodb-table: required with --store=dynamodb"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory or dynamodb", c.Store))
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: set both or neither"))
+	}
+	if c.ClientCAFile != "" && c.TLSCertFile == "" {
+		errs = append(errs, errors.New("--client-ca-file: needs --tls-cert-file and --tls-key-file (client certificates are checked in the TLS handshake)"))
+	}
+	if c.ClientCAFile != "" && c.TrustDomain == "" {
+		errs = append(errs, errors.New("--trust-domain: required with --client-ca-file"))
+	}
+	if c.MaxRequestBytes < 1<<20 || c.MaxRequestBytes > 256<<20 {
+		errs = append(errs, fmt.Errorf("--max-request-bytes: %d is out of range, must be between 1 MiB and 256 MiB", c.MaxRequestBytes))
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{
+		{"--max-exports-per-cluster", c.MaxExportsPerCluster}, {"--max-endpoints-per-cluster", c.MaxEndpointsPerCluster},
+		{"--max-watches", c.MaxWatches}, {"--max-watches-per-client", c.MaxWatchesPerClient}, {"--max-connections", c.MaxConnections},
+	} {
+		if l.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", l.flag, l.v))
+		}
+	}
+	if c.SendTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--send-timeout: %s must be at least 1s", c.SendTimeout))
+	}
+	if c.IdleTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--idle-timeout: %s must be at least 1s", c.IdleTimeout))
+	}
+	return errors.Join(errs...)
+}

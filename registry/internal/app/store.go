@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
+)
+
+// openStore opens the configured store. The DynamoDB store takes its credentials from the
+// default AWS chain, its region from --region or AWS_REGION, and its endpoint from
+// --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
+func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc) (store.Store, error) {
+	if cfg.Store == "memory" {
+		return memory.New(), nil
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	if cfg.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.Region))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		return nil, errors.New("--region: required with --store=dynamodb when AWS_REGION is not set")
+	}
+	endpoint := cfg.EndpointURL
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	}
+	if endpoint != "" {
+		awsCfg.BaseEndpoint = aws.String(endpoint)
+	}
+	client := dynamodb.NewFromConfig(awsCfg)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem})
+	if err := st.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
+	}
+	return st, nil
+}
+
+// storeCheckEvery is how often gRPC health asks the store whether it answers.
+const storeCheckEvery = 5 * time.Second
+
+// followStore sets the gRPC health of the server ("" and the registry service) from the
+// store's Ping until ctx ends. After the registry's Shutdown the health server ignores
+// changes and says NOT_SERVING.
+func followStore(ctx context.Context, hs *health.Server, st interface {
+	Ping(context.Context) error
+}, up func(float64)) {
+	services := []string{"", registryv1.RegistryService_ServiceDesc.ServiceName}
+	set := func(status healthpb.HealthCheckResponse_ServingStatus) {
+		for _, s := range services {
+			hs.SetServingStatus(s, status)
+		}
+	}
+	t := time.NewTicker(storeCheckEvery)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := st.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			set(healthpb.HealthCheckResponse_NOT_SERVING)
+			up(0)
+		} else {
+			set(healthpb.HealthCheckResponse_SERVING)
+			up(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

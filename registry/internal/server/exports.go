@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/merge"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+func (s *Server) refreshService(ctx context.Context, clusterset string, k store.ServiceKey) {
+	if err := s.cache.RefreshService(ctx, clusterset, k); err != nil {
+		s.log.Warn("refreshing an import after an export write failed", "clusterset", clusterset, "service", k, "error", err)
+	}
+}
+
+func serviceKey(k *registryv1.ServiceKey) store.ServiceKey {
+	return store.ServiceKey{Namespace: k.GetNamespace(), Name: k.GetName()}
+}
+
+// PutExport implements RegistryServiceServer.
+func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest) (*registryv1.PutExportResponse, error) {
+	var errs validate.Errors
+	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
+	validate.ServiceKey(&errs, "service", req.GetService())
+	validate.ExportSpec(&errs, "spec", req.GetSpec())
+	validate.EndpointGroups(&errs, "endpoint_groups", req.GetEndpointGroups())
+	if err := invalid(errs); err != nil {
+		return nil, err
+	}
+	key := store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}
+	if err := s.activeCluster(ctx, key); err != nil {
+		return nil, err
+	}
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("put export", err)
+	}
+	defer unlock()
+	u, err := s.cache.ClusterUsage(ctx, key.Clusterset, key.ClusterID, serviceKey(req.GetService()))
+	if err != nil {
+		return nil, storeError("read the cluster's exports", err)
+	}
+	u.Exports++
+	u.Endpoints += validate.EndpointCount(req.GetEndpointGroups())
+	if err := s.overQuota(key, u); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	e, err := s.store.PutExport(ctx, store.Export{
+		Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: serviceKey(req.GetService()),
+		Spec: req.GetSpec(), EndpointGroups: req.GetEndpointGroups(), CreateTime: now, UpdateTime: now,
+	})
+	if err != nil {
+		return nil, storeError("put export", err)
+	}
+	s.cache.ApplyPut(key.Clusterset, e)
+	imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
+	if err != nil {
+		return nil, storeError("read import", err)
+	}
+	return &registryv1.PutExportResponse{Export: exportProto(e, true), Verdict: merge.Verdict(imp, key.ClusterID)}, nil
+}
+
+func exportProto(e store.Export, withEndpoints bool) *registryv1.Export {
+	out := &registryv1.Export{
+		Clusterset: e.Clusterset, ClusterId: e.ClusterID,
+		Service: &registryv1.ServiceKey{Namespace: e.Service.Namespace, Name: e.Service.Name},
+		Spec:    e.Spec, CreateTime: timestamppb.New(e.CreateTime), UpdateTime: timestamppb.New(e.UpdateTime),
+	}
+	if withEndpoints {
+		out.EndpointGroups = e.EndpointGroups
+	}
+	return out
+}
+
+// DeleteExport implements RegistryServiceServer.
+func (s *Server) DeleteExport(ctx context.Context, req *registryv1.DeleteExportRequest) (*registryv1.DeleteExportResponse, error) {
+	var errs validate.Errors
+	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
+	validate.ServiceKey(&errs, "service", req.GetService())
+	if err := invalid(errs); err != nil {
+		return nil, err
+	}
+	key := store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}
+	// Like every write: a cluster whose lease expired may be a stale leader, and must
+	// register (and sync) again before it changes anything.
+	if err := s.activeCluster(ctx, key); err != nil {
+		return nil, err
+	}
+	svc := serviceKey(req.GetService())
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("delete export", err)
+	}
+	defer unlock()
+	ok, err := s.store.DeleteExport(ctx, key, svc)
+	if err != nil {
+		return nil, storeError("delete export", err)
+	}
+	s.refreshService(ctx, key.Clusterset, svc)
+	return &registryv1.DeleteExportResponse{Deleted: ok}, nil
+}
+
+// SyncExports implements RegistryServiceServer.
+func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsRequest) (*registryv1.SyncExportsResponse, error) {
+	var errs validate.Errors
+	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
+	if n := len(req.GetExports()); n > validate.MaxExportsPerSync {
+		// Counts first: nothing of a request above the limit is looked at.
+		errs.Add("exports", "%d exports, at most %d allowed", n, validate.MaxExportsPerSync)
+		return nil, invalid(errs)
+	}
+	seen := map[store.ServiceKey]bool{}
+	for i, x := range req.GetExports() {
+		if errs.Full() {
+			break
+		}
+		f := fmt.Sprintf("exports[%d]", i)
+		validate.ServiceKey(&errs, f+".service", x.GetService())
+		validate.ExportSpec(&errs, f+".spec", x.GetSpec())
+		validate.EndpointGroups(&errs, f+".endpoint_groups", x.GetEndpointGroups())
+		k := serviceKey(x.GetService())
+		if seen[k] {
+			errs.Add(f+".service", "%s appears more than once", k.String())
+		}
+		seen[k] = true
+	}
+	if err := invalid(errs); err != nil {
+		return nil, err
+	}
+	key := store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}
+	if err := s.activeCluster(ctx, key); err != nil {
+		return nil, err
+	}
+	// The synced set replaces everything the cluster holds: the quota is the request's.
+	u := imports.Usage{Exports: len(req.GetExports())}
+	for _, x := range req.GetExports() {
+		u.Endpoints += validate.EndpointCount(x.GetEndpointGroups())
+	}
+	if err := s.overQuota(key, u); err != nil {
+		return nil, err
+	}
+	unlock, err := s.writes.lock(ctx, key)
+	if err != nil {
+		return nil, storeError("sync exports", err)
+	}
+	defer unlock()
+	// What the sync changes: the Services it names and those the cluster exported before.
+	before, err := s.cache.ServicesOf(ctx, key.Clusterset, key.ClusterID)
+	if err != nil {
+		return nil, storeError("read the cluster's exports", err)
+	}
+	now := s.now()
+	exports := make([]store.Export, len(req.GetExports()))
+	for i, x := range req.GetExports() {
+		exports[i] = store.Export{
+			Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: serviceKey(x.GetService()),
+			Spec: x.GetSpec(), EndpointGroups: x.GetEndpointGroups(), CreateTime: now, UpdateTime: now,
+		}
+	}
+	_, deleted, err := s.store.SyncExports(ctx, key, exports)
+	if err != nil {
+		return nil, storeError("sync exports", err)
+	}
+	// Applied as the changes it makes, in one step: its cost follows the caller's exports,
+	// not the clusterset's.
+	changed := make([]store.ServiceKey, 0, len(exports)+len(before))
+	for _, e := range exports {
+		changed = append(changed, e.Service)
+	}
+	for _, k := range before {
+		if !seen[k] {
+			changed = append(changed, k)
+		}
+	}
+	if err := s.cache.RefreshServices(ctx, key.Clusterset, changed); err != nil {
+		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
+	}
+	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)}
+	for _, e := range exports {
+		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
+		if err != nil {
+			return nil, storeError("read import", err)
+		}
+		resp.Results = append(resp.Results, &registryv1.ExportResult{
+			Service: &registryv1.ServiceKey{Namespace: e.Service.Namespace, Name: e.Service.Name},
+			Verdict: merge.Verdict(imp, key.ClusterID),
+		})
+	}
+	s.log.Info("exports synced", "clusterset", key.Clusterset, "cluster", key.ClusterID, "exports", len(exports), "deleted", deleted)
+	return resp, nil
+}
+
+// ListExports implements RegistryServiceServer.
+func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsRequest) (*registryv1.ListExportsResponse, error) {
+	if err := invalidRead(req.GetClusterset(), req.GetClusterId(), req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	exports, err := s.store.ListExports(ctx, req.GetClusterset())
+	if err != nil {
+		return nil, storeError("list exports", err)
+	}
+	if len(exports) == 0 {
+		// Only a registered cluster can export, so the cluster list is read only to tell
+		// an unknown clusterset from one that exports nothing.
+		clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
+		if err != nil {
+			return nil, storeError("list clusters", err)
+		}
+		if len(clusters) == 0 {
+			return nil, errClustersetUnknown(req.GetClusterset())
+		}
+	}
+	resp := &registryv1.ListExportsResponse{}
+	for _, e := range exports {
+		if (req.GetClusterId() == "" || e.ClusterID == req.GetClusterId()) && (req.GetNamespace() == "" || e.Service.Namespace == req.GetNamespace()) {
+			resp.Exports = append(resp.Exports, exportProto(e, req.GetIncludeEndpoints()))
+		}
+	}
+	return resp, nil
+}
+
+// ListImports implements RegistryServiceServer.
+func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
+	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
+		return nil, err
+	}
+	// Answered from the imports cache alone, the cluster count included, so a read of a
+	// loaded clusterset costs the store nothing.
+	snap, err := s.cache.List(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()})
+	if err != nil {
+		return nil, storeError("list imports", err)
+	}
+	if snap.Clusters == 0 {
+		return nil, errClustersetUnknown(req.GetClusterset())
+	}
+	return &registryv1.ListImportsResponse{Imports: snap.Imports, Revision: snap.Revision, Epoch: snap.Epoch}, nil
+}
