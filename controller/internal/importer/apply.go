@@ -141,44 +141,39 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 }
 
 func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *registryv1.ServiceImport) error {
-	want := map[string]*discoveryv1.EndpointSlice{}
-	for _, s := range EndpointSlices(imp) {
+	want := EndpointSlices(imp)
+	for _, s := range want {
 		if err := controllerutil.SetControllerReference(svc, s, r.Client.Scheme()); err != nil {
 			return err
 		}
-		want[s.Name] = s
 	}
 	var cur discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
 		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: imp.GetService().GetName()}); err != nil {
 		return err
 	}
+	plan := PlanSlices(cur.Items, want, svc)
 	var errs []error
-	for i := range cur.Items {
-		c := &cur.Items[i]
-		w, ok := want[c.Name]
-		delete(want, c.Name)
-		switch {
-		case !ok || c.AddressType != w.AddressType:
-			if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-				continue
-			}
-			r.write("EndpointSlice", "delete")
-			if ok {
-				want[c.Name] = w // addressType is immutable: create it again
-			}
-		case !equality.Semantic.DeepEqual(c.Endpoints, w.Endpoints) || !equality.Semantic.DeepEqual(c.Ports, w.Ports) ||
-			!maps.Equal(c.Labels, w.Labels) || !metav1.IsControlledBy(c, svc):
-			c.Endpoints, c.Ports, c.Labels, c.OwnerReferences = w.Endpoints, w.Ports, w.Labels, w.OwnerReferences
-			if err := r.Client.Update(ctx, c); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			r.write("EndpointSlice", "update")
+	stillThere := map[string]bool{} // a failed delete: its replacement waits for the retry
+	for _, c := range plan.Delete {
+		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			stillThere[c.Name] = true
+			continue
 		}
+		r.write("EndpointSlice", "delete")
 	}
-	for _, w := range want {
+	for _, u := range plan.Update {
+		if err := r.Client.Update(ctx, u); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.write("EndpointSlice", "update")
+	}
+	for _, w := range plan.Create {
+		if stillThere[w.Name] {
+			continue
+		}
 		if err := r.Client.Create(ctx, w); err != nil {
 			errs = append(errs, err)
 			continue
