@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +234,27 @@ func TestGlobalDiscoveryServiceManifest(t *testing.T) {
 	if len(objs) != 6 {
 		t.Fatalf("manifest has %d objects, want 6", len(objs))
 	}
+}
+
+// TestGlobalDiscoveryServiceKubeconfigLoading: without --kubeconfig the service loads the
+// kubeconfig as kubectl does: $KUBECONFIG is a list whose files are merged (a missing one is
+// skipped), and ~/.kube/config is not needed.
+func TestGlobalDiscoveryServiceKubeconfigLoading(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := harness.StartClusters(t, harness.ClusterOptions{SkipCRDs: true})[0]
+	createNamespaces(t, ctx, cl.Client, "global-discovery")
+	if err := cl.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "global-discovery", Name: "global-discovery-service"}}); err != nil {
+		t.Fatal(err)
+	}
+	kc := cl.ServiceAccountKubeconfig(t, "global-discovery", "global-discovery-service")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing.kubeconfig")+string(os.PathListSeparator)+kc)
+	port := harness.FreePort(t)
+	// The harness passes its own --kubeconfig; an empty one after it (the last wins) leaves
+	// the service to $KUBECONFIG.
+	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
+		"--listen="+harness.Addr(port), "--pool-discovery=mcs", "--kubeconfig=",
+		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
+	gds.WaitHTTP(t, "http://"+harness.Addr(port)+"/readyz", 30*time.Second)
 }

@@ -133,9 +133,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	grpcServer := grpc.NewServer(grpcOpts...)
 	healthServer := health.NewServer()
-	// gRPC health follows the store, as /readyz does: a controller's failback probe moves
-	// back only to a registry that can serve. "" and the service's name say the same.
-	go followStore(runCtx, healthServer, st, m.storeUp.Set)
+	// gRPC health and /readyz follow the store: a controller's failback probe moves back
+	// only to a registry that can serve. "" and the service's name say the same.
+	var storeState storeHealth
+	go storeState.follow(runCtx, healthServer, st, m.storeUp.Set)
 	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
 		s.RegisterService(decoding.ServiceDesc(), svc)
 		healthpb.RegisterHealthServer(s, healthServer)
@@ -226,9 +227,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := st.Ping(pctx); err != nil {
+		if err := storeState.state(); err != nil {
 			http.Error(w, "store not reachable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,13 +56,32 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	return st, nil
 }
 
-// storeCheckEvery is how often gRPC health asks the store whether it answers.
+// storeCheckEvery is how often the store is asked whether it answers.
 const storeCheckEvery = 5 * time.Second
 
-// followStore sets the gRPC health of the server ("" and the registry service) from the
-// store's Ping until ctx ends. After the registry's Shutdown the health server ignores
-// changes and says NOT_SERVING.
-func followStore(ctx context.Context, hs *health.Server, st interface {
+// storeHealth is the store's answer to its last check, which gRPC health, /readyz and
+// mcs_registry_store_up all report: one check every storeCheckEvery, however often they
+// are asked.
+type storeHealth struct {
+	mu      sync.Mutex
+	checked bool
+	err     error
+}
+
+// state returns the last check's error; an error until the first check is done.
+func (h *storeHealth) state() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.checked {
+		return errors.New("not checked yet")
+	}
+	return h.err
+}
+
+// follow checks the store until ctx ends and sets the gRPC health of the server ("" and
+// the registry service) from each answer. After the registry's Shutdown the health server
+// ignores changes and says NOT_SERVING.
+func (h *storeHealth) follow(ctx context.Context, hs *health.Server, st interface {
 	Ping(context.Context) error
 }, up func(float64)) {
 	services := []string{"", registryv1.RegistryService_ServiceDesc.ServiceName}
@@ -79,6 +99,9 @@ func followStore(ctx context.Context, hs *health.Server, st interface {
 		if ctx.Err() != nil {
 			return
 		}
+		h.mu.Lock()
+		h.checked, h.err = true, err
+		h.mu.Unlock()
 		if err != nil {
 			set(healthpb.HealthCheckResponse_NOT_SERVING)
 			up(0)

@@ -104,11 +104,10 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 		// A file missing mid-rotation: keep what works until it is back.
 		return s.cert, s.clientCA
 	}
-	cert, leaf, pool := s.cert, s.leaf, s.clientCA
 	if err := s.read(); err != nil {
 		// A half-written rotation (a new certificate with the old key) loads on a later
-		// handshake, once the files agree; meanwhile the last good pair serves.
-		s.cert, s.leaf, s.clientCA = cert, leaf, pool
+		// handshake, once the files agree; meanwhile the last good pair serves (read
+		// changes nothing when it fails).
 		if stamp != s.badStamp {
 			s.badStamp = stamp
 			s.log.Warn("the TLS files changed but cannot be used; serving the previous ones", "error", err)
@@ -130,7 +129,7 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 	return s.cert, s.clientCA
 }
 
-// read loads every file into s. The caller holds s.mu (or owns s).
+// read loads every file into s, all or nothing. The caller holds s.mu (or owns s).
 func (s *Source) read() error {
 	cert, err := tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile)
 	if err != nil {
