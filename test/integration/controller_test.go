@@ -582,14 +582,13 @@ func TestControllerIdentityFromClusterProperty(t *testing.T) {
 	}
 }
 
-// registryWrites returns how many PutExport and SyncExports requests the registry handled.
 // registryWrites counts the export writes the registry answered (PutExport, SyncExports,
 // DeleteExport), whatever their status.
 func registryWrites(tb testing.TB, reg *harness.Registry) int {
 	tb.Helper()
 	body := harness.Scrape(tb, "http://"+reg.AdminAddr+"/metrics")
-	return int(harness.MetricSum(body, "mcs_registry_requests_total", func(labels string) bool {
-		return strings.Contains(labels, "/PutExport\"") || strings.Contains(labels, "/SyncExports\"") || strings.Contains(labels, "/DeleteExport\"")
+	return int(harness.MetricSum(body, "grpc_server_handled_total", func(labels string) bool {
+		return strings.Contains(labels, `grpc_method="PutExport"`) || strings.Contains(labels, `grpc_method="SyncExports"`) || strings.Contains(labels, `grpc_method="DeleteExport"`)
 	}))
 }
 

@@ -275,8 +275,8 @@ func TestRegistryEndToEnd(t *testing.T) {
 	}
 
 	// Metrics name what happened.
-	if _, body := get(t, "http://"+reg.AdminAddr+"/metrics"); !strings.Contains(body, `mcs_registry_requests_total{code="InvalidArgument",method="/globaldiscoverymcs.registry.v1.RegistryService/PutExport"} 2`) || !strings.Contains(body, "mcs_registry_watches 1") {
-		t.Fatalf("metrics missing: %s", grepLines(body, "mcs_registry_"))
+	if _, body := get(t, "http://"+reg.AdminAddr+"/metrics"); !strings.Contains(body, `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="PutExport",grpc_service="globaldiscoverymcs.registry.v1.RegistryService",grpc_type="unary"} 2`) || !strings.Contains(body, "mcs_registry_watches 1") {
+		t.Fatalf("metrics missing: %s", grepLines(body, "mcs_registry_")+"\n"+grepLines(body, "grpc_server_handled_total"))
 	}
 
 	// SIGTERM with an open watch: the watch ends with UNAVAILABLE and the process exits 0.

@@ -101,8 +101,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	draining := make(chan struct{})
 	var shuttingDown atomic.Bool
-	unary := []grpc.UnaryServerInterceptor{m.unary}
-	stream := []grpc.StreamServerInterceptor{m.stream}
+	countUnary, countStream := m.interceptors()
+	unary := []grpc.UnaryServerInterceptor{countUnary}
+	stream := []grpc.StreamServerInterceptor{countStream}
 	var az *authz.Authorizer
 	var clientOf func(context.Context) string
 	if cfg.ClientCAFile != "" {
@@ -142,6 +143,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		healthpb.RegisterHealthServer(s, healthServer)
 	}
 	reflection.Register(grpcServer)
+	// Every method's series exist from the start at 0, so rate() and alerts see the first call.
+	m.grpc.InitializeMetrics(grpcServer)
 
 	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {

@@ -1,14 +1,12 @@
 package app
 
 import (
-	"context"
 	"crypto/x509"
 	"runtime"
-	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
@@ -18,8 +16,7 @@ import (
 // metrics are the registry's Prometheus metrics, registered on the process's own registry.
 // docs/configuration.md lists each one.
 type metrics struct {
-	requests      *prometheus.CounterVec
-	latency       *prometheus.HistogramVec
+	grpc          *grpcprom.ServerMetrics
 	watches       prometheus.Gauge
 	watchMessages *prometheus.CounterVec
 	recomputes    *prometheus.CounterVec
@@ -34,15 +31,11 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcs_registry_requests_total",
-			Help: "gRPC requests handled (REST requests included), by method and status code.",
-		}, []string{"method", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcs_registry_request_duration_seconds",
-			Help:    "Time to handle a unary gRPC request, by method.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}, []string{"method"}),
+		// The standard gRPC server metrics (grpc_server_started_total, _handled_total,
+		// _msg_received_total, _msg_sent_total, _handling_seconds), as every gRPC
+		// dashboard reads them; REST calls reach the service through the same interceptors.
+		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0005, 2, 14)))),
 		watches: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mcs_registry_watches",
 			Help: "Open WatchImports streams.",
@@ -91,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.requests, m.latency, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads)
+	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads)
 	return m
 }
 
@@ -135,20 +128,14 @@ func (m *metrics) observer() imports.Observer {
 	}
 }
 
-func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	m.latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
-	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
-	return resp, err
-}
-
-func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	m.watches.Inc()
-	defer m.watches.Dec()
-	err := handler(srv, ss)
-	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
-	return err
+// interceptors count every call in the standard gRPC metrics and the open watches.
+func (m *metrics) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	stream := m.grpc.StreamServerInterceptor()
+	return m.grpc.UnaryServerInterceptor(), func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		m.watches.Inc()
+		defer m.watches.Dec()
+		return stream(srv, ss, info, handler)
+	}
 }
 
 // inventory reports each clusterset's clusters, exports and imports at scrape time.
