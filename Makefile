@@ -13,7 +13,7 @@ SHELL := /bin/bash
 
 ROOT    := $(CURDIR)
 BIN     := $(ROOT)/bin
-MODULES := api registry controller admin gds-client test
+MODULES := api registry controller admin gds-client test examples/go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
@@ -28,7 +28,7 @@ all: build
 tools: tools-npm tools-proto tools-k8s tools-helm tools-promtool
 
 tools-npm: node_modules/.installed
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json api/gen/ts/package.json examples/ts/package.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -47,7 +47,10 @@ tools-promtool:
 ## Generated code ----------------------------------------------------------------------
 
 generate: tools-npm tools-proto
+	bash hack/check-protoc.sh
 	$(BUF) generate
+	@# The Python package's folders are regular packages, typed (PEP 561).
+	find api/gen/python/src -mindepth 1 -type d -exec touch {}/__init__.py \; && touch api/gen/python/src/globaldiscoverymcs/py.typed
 	gofmt -w api/gen/go
 	cd test && go run ./cmd/gencrds ../charts/global-discovery-mcs/files/crds
 

@@ -1,0 +1,20 @@
+module github.com/ai-dynamo/global-discovery-mcs/examples/go
+
+go 1.26.0
+
+require (
+	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/ai-dynamo/global-discovery-mcs/api => ../../api
