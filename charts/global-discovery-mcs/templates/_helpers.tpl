@@ -1,3 +1,30 @@
+{{/*
+The prefix of every object's name. By default "mcs", the manual's names (deployment/mcs-registry,
+mcs-registry.<namespace>.svc, deployment/mcs-controller); fullnameOverride replaces it, and
+nameOverride makes it <release>-<nameOverride>, so two releases can share a namespace.
+*/}}
+{{- define "gdmcs.prefix" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if .Values.nameOverride -}}
+{{- printf "%s-%s" .Release.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+mcs
+{{- end -}}
+{{- end }}
+
+{{- define "gdmcs.registryName" -}}{{ include "gdmcs.prefix" . }}-registry{{- end }}
+
+{{- define "gdmcs.controllerName" -}}{{ include "gdmcs.prefix" . }}-controller{{- end }}
+
+{{/* The PrometheusRule and dashboard: "global-discovery-mcs" unless the names are overridden. */}}
+{{- define "gdmcs.monitoringName" -}}
+{{- if or .Values.fullnameOverride .Values.nameOverride -}}{{ include "gdmcs.prefix" . }}{{- else -}}global-discovery-mcs{{- end -}}
+{{- end }}
+
+{{/* The controller's leader-election Lease (by default the binary's own default name). */}}
+{{- define "gdmcs.leaderElectionId" -}}{{ include "gdmcs.controllerName" . }}.multicluster.dynamo.nvidia.com{{- end }}
+
 {{- define "gdmcs.labels" -}}
 app.kubernetes.io/part-of: global-discovery-mcs
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -29,7 +56,7 @@ true
 {{- fail "controller.registryUrls: required when registry.enabled=false (the controller must know the registry's gRPC URL)" -}}
 {{- end -}}
 {{- $scheme := ternary "https" "http" (ne .Values.registry.tls.secretName "") -}}
-{{- $urls = list (printf "%s://mcs-registry.%s.svc:%v" $scheme .Release.Namespace .Values.registry.service.grpcPort) -}}
+{{- $urls = list (printf "%s://%s.%s.svc:%v" $scheme (include "gdmcs.registryName" .) .Release.Namespace .Values.registry.service.grpcPort) -}}
 {{- end -}}
 {{- range $urls -}}
 {{- if and (hasPrefix "http://" .) (not (include "gdmcs.registryInsecure" $)) -}}
@@ -42,7 +69,7 @@ true
 {{/* The ServiceAccount name of a component ("registry" or "controller"). */}}
 {{- define "gdmcs.serviceAccountName" -}}
 {{- $c := index .root.Values .component -}}
-{{- $c.serviceAccount.name | default (printf "mcs-%s" .component) -}}
+{{- $c.serviceAccount.name | default (printf "%s-%s" (include "gdmcs.prefix" .root) .component) -}}
 {{- end }}
 
 {{/* The annotations of a component's ServiceAccount: the chart-wide ones and its own. */}}
