@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
 # The global-discovery-mcs image: /mcs-registry, /mcs-controller, /mcs-admin,
-# /global-discovery-service and the CRDs in /crds. `make docker-build docker-push IMG=...`.
+# /global-discovery-service and the CRDs in /crds. `make docker-build docker-push IMG=...`;
+# with no Docker engine, `make image` builds the same image as an OCI tarball
+# (hack/build-image.sh, tools/image; test/release compares the two).
 
-FROM golang:1.26-bookworm AS build
+# The build stage runs on the builder's platform and cross-compiles (buildx sets TARGETOS
+# and TARGETARCH), so a multi-arch build needs no emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 WORKDIR /src
 # Modules first, for the layer cache.
 COPY go.work ./
@@ -23,6 +27,16 @@ ARG TARGETARCH=amd64
 RUN GOOS=$TARGETOS GOARCH=$TARGETARCH VERSION=$VERSION COMMIT=$COMMIT BUILD_DATE=$BUILD_DATE bash hack/build-binaries.sh /out
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG COMMIT=unknown
+ARG BUILD_DATE=unknown
+LABEL org.opencontainers.image.title="global-discovery-mcs" \
+      org.opencontainers.image.description="Kubernetes Multi-Cluster Services for NVIDIA Dynamo: mcs-registry, mcs-controller, mcs-admin, global-discovery-service" \
+      org.opencontainers.image.source="https://github.com/ai-dynamo/global-discovery-mcs" \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.revision=$COMMIT \
+      org.opencontainers.image.created=$BUILD_DATE \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /out/mcs-registry /out/mcs-controller /out/mcs-admin /out/global-discovery-service /
 COPY charts/global-discovery-mcs/files/crds /crds
 USER 65532:65532

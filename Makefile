@@ -3,6 +3,8 @@
 #   make tools      pinned tools into bin/ and node_modules/ (cold: ~15 min for the Kubernetes binaries)
 #   make generate   generated API code (Go, OpenAPI, TypeScript, Python) from api/proto
 #   make build      every binary into bin/
+#   make image      the image as an OCI tarball in dist/, with no Docker engine
+#   make release    binaries, chart package and image tarball for every platform in dist/
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
 #   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it
 #   make e2e        the end-to-end test on that clusterset, with fault figures
@@ -19,7 +21,7 @@ BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false
 
-.PHONY: demo e2e tools-helm release docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -72,25 +74,36 @@ lint: tools-npm
 build:
 	VERSION=$(VERSION) bash hack/build-binaries.sh $(BIN)
 
-# Release binaries for linux and darwin on amd64 and arm64, with checksums, in dist/.
+# Release binaries for linux and darwin on amd64 and arm64, the chart package and the
+# multi-arch image tarball, with checksums, in dist/.
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+DIST ?= $(ROOT)/dist
 release: tools-helm
-	@rm -rf dist && mkdir -p dist
+	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  echo ">> $$os/$$arch"; \
 	  name=global-discovery-mcs-$(VERSION)-$$os-$$arch; \
-	  GOOS=$$os GOARCH=$$arch VERSION=$(VERSION) bash hack/build-binaries.sh dist/$$name; \
-	  cp LICENSE README.md dist/$$name/; \
-	  tar -C dist -czf dist/$$name.tar.gz $$name; \
+	  GOOS=$$os GOARCH=$$arch VERSION=$(VERSION) bash hack/build-binaries.sh $(DIST)/$$name; \
+	  cp LICENSE README.md $(DIST)/$$name/; \
+	  tar -C $(DIST) -czf $(DIST)/$$name.tar.gz $$name; \
 	done
-	$(BIN)/helm package charts/global-discovery-mcs -d dist
-	cd dist && sha256sum *.tar.gz *.tgz > SHA256SUMS && cat SHA256SUMS
+	$(BIN)/helm package charts/global-discovery-mcs -d $(DIST)
+	VERSION=$(VERSION) bash hack/build-image.sh $(DIST)/global-discovery-mcs-$(VERSION)-image.oci.tar $(IMAGE_PLATFORMS)
+	cd $(DIST) && sha256sum *.tar.gz *.tgz *.oci.tar > SHA256SUMS && cat SHA256SUMS
+
+# The image as an OCI image layout tarball, with no Docker engine (hack/build-image.sh):
+# `make image IMAGE_PLATFORMS=linux/amd64`.
+image:
+	@mkdir -p $(DIST)
+	VERSION=$(VERSION) bash hack/build-image.sh $(DIST)/global-discovery-mcs-$(VERSION)-image.oci.tar $(IMAGE_PLATFORMS)
 
 # The image: every binary and the CRDs (no Docker engine is needed for anything else).
 IMG ?= global-discovery-mcs:$(VERSION)
 docker-build:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$$(git rev-parse HEAD) \
+	  --build-arg BUILD_DATE=$$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) -t $(IMG) .
 
 docker-push:
 	docker push $(IMG)
