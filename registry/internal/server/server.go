@@ -105,7 +105,11 @@ func storeError(op string, err error) error {
 		return status.Errorf(codes.Canceled, "%s: %v", op, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
-	default:
+	case errors.Is(err, store.ErrUnavailable):
 		return status.Errorf(codes.Unavailable, "%s: %v", op, err)
+	default:
+		// Not transient (a refused IAM permission, a request the store rejects): a retry
+		// would fail the same way.
+		return status.Errorf(codes.Internal, "%s: %v", op, err)
 	}
 }

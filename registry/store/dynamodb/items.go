@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
@@ -82,8 +83,38 @@ func isCondFailed(err error) bool {
 	return false
 }
 
+// unavailable wraps a failed DynamoDB call. Only what may pass by retrying is
+// store.ErrUnavailable (the server answers UNAVAILABLE and clients retry): no answer, a
+// timeout, throttling, a 5xx. What retrying cannot fix — a refused credential or
+// permission, a missing table, a request DynamoDB rejects — is returned as it is (the
+// server answers INTERNAL and logs it), so a broken IAM policy is not mistaken for an outage.
 func unavailable(op string, err error) error {
+	if permanent(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+// permanentCodes are DynamoDB's error codes that a retry does not change
+// (ExpiredTokenException is not one: refreshed credentials fix it).
+var permanentCodes = map[string]bool{
+	"AccessDeniedException":                    true,
+	"UnrecognizedClientException":              true,
+	"InvalidSignatureException":                true,
+	"MissingAuthenticationToken":               true,
+	"IncompleteSignature":                      true,
+	"ResourceNotFoundException":                true,
+	"ValidationException":                      true,
+	"SerializationException":                   true,
+	"ItemCollectionSizeLimitExceededException": true,
+}
+
+func permanent(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false // no answer: the network, a timeout, a cancelled context
+	}
+	return permanentCodes[api.ErrorCode()]
 }
 
 // errBadItem marks an item whose shape is not one this store writes.

@@ -66,7 +66,8 @@ func (st *Store) exportFrom(ctx context.Context, clusterset string, item map[str
 	return e, nil
 }
 
-var errConcurrentWrite = errors.New("the export changed while it was read")
+// errConcurrentWrite is transient: a retry reads the export whole.
+var errConcurrentWrite = fmt.Errorf("the export changed while it was read: %w", store.ErrUnavailable)
 
 // appendMerged appends chunked groups, joining a group that was split across chunks.
 func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGroup {

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// TestStoreError: each store error becomes the status a client acts on; only a store that
+// cannot be reached is UNAVAILABLE (retry, or fail over), anything else unknown is INTERNAL.
+func TestStoreError(t *testing.T) {
+	cases := []struct {
+		err  error
+		want codes.Code
+	}{
+		{fmt.Errorf("renew: %w", store.ErrClusterNotFound), codes.FailedPrecondition},
+		{fmt.Errorf("put: %w", store.ErrSuperseded), codes.Aborted},
+		{fmt.Errorf("put: %w: dial tcp: connection refused", store.ErrUnavailable), codes.Unavailable},
+		{context.Canceled, codes.Canceled},
+		{fmt.Errorf("query: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{errors.New("put export: AccessDeniedException: not authorized to perform dynamodb:PutItem"), codes.Internal},
+	}
+	for _, c := range cases {
+		err := storeError("PutExport", c.err)
+		if got := status.Code(err); got != c.want {
+			t.Errorf("storeError(%v) = %v, want %v", c.err, got, c.want)
+		}
+		if s, _ := status.FromError(err); s.Message() != "PutExport: "+c.err.Error() && c.want != codes.FailedPrecondition {
+			t.Errorf("storeError(%v) message %q does not carry the cause", c.err, s.Message())
+		}
+	}
+}
