@@ -104,30 +104,30 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer pool.Close()
 
-	exp := &exporter.Reconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
-		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod, Log: log,
-		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
-	}
+	// The loop, read top-down: the session keeps the cluster registered and tells the
+	// exporter (Registered: send every export; StateChanged: reconcile the conditions); the
+	// import watch mirrors the registry's imports and tells the exporter (Conflict
+	// conditions) and the importer (the cluster's ServiceImports, Services and
+	// EndpointSlices). The exporter reads both; the listeners are named where each runs.
 	session := &registryclient.Session{
 		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
-		OnRegistered: exp.SyncAll, Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
+		Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
 	}
 	// After the registry's epoch changes, other clusters' endpoints are held until each
 	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
 	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log,
 		RefillHold: o.leaseDuration, OnHold: m.clustersHeld}
+	exp := &exporter.Reconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
+		Session: session, Imports: watch,
+		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod, Log: log,
+		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
+	}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers, Log: log,
 		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
-	}
-	exp.Session, exp.Imports = session, watch
-	session.OnStateChange = func() { go exp.Trigger(ctx, nil) }
-	watch.OnChange = []func([]registryclient.ServiceKey){
-		func(keys []registryclient.ServiceKey) { exp.Trigger(ctx, keys) },
-		func(keys []registryclient.ServiceKey) { imp.Trigger(ctx, keys) },
 	}
 	if err := exp.SetupWithManager(mgr); err != nil {
 		return err
@@ -145,9 +145,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			if !mgr.GetCache().WaitForCacheSync(ctx) {
 				return errors.New("cache did not sync")
 			}
-			return session.Run(ctx)
+			return session.Run(ctx, exp)
 		},
-		watch.Run,
+		func(ctx context.Context) error { return watch.Run(ctx, exp, imp) },
 		imp.Resync,
 		func(ctx context.Context) error { pool.RunFailback(ctx, o.failbackMin, o.failbackMax); return nil },
 	} {

@@ -276,3 +276,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	return result, retErr
 }
+
+// Registered sends every export to the registry after the session registered the cluster
+// (the session's listener).
+func (r *Reconciler) Registered(ctx context.Context, generation int64) error {
+	return r.SyncAll(ctx, generation)
+}
+
+// StateChanged reconciles every export when the session's state changes, so their Ready
+// conditions follow it (the session's listener; it must not wait for the reconciles).
+func (r *Reconciler) StateChanged(ctx context.Context) { go r.Trigger(ctx, nil) }
+
+// ImportsChanged reconciles the exports whose import changed: their Conflict condition
+// follows the registry's merge (the import watch's listener).
+func (r *Reconciler) ImportsChanged(ctx context.Context, keys []registryclient.ServiceKey) {
+	r.Trigger(ctx, keys)
+}

@@ -256,3 +256,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	return reconcile.Result{}, r.applyStatus(ctx, si, svc, imp, heldClusters)
 }
+
+// ImportsChanged reconciles the Services whose import changed (the import watch's listener).
+func (r *Reconciler) ImportsChanged(ctx context.Context, keys []registryclient.ServiceKey) {
+	r.Trigger(ctx, keys)
+}

@@ -134,7 +134,7 @@ func TestRefillHoldEnds(t *testing.T) {
 	var changed []ServiceKey
 	var held []int
 	w := &ImportWatch{RefillHold: 200 * time.Millisecond,
-		OnChange: []func([]ServiceKey){func(k []ServiceKey) { mu.Lock(); changed = append(changed, k...); mu.Unlock() }},
+		onChange: func(k []ServiceKey) { mu.Lock(); changed = append(changed, k...); mu.Unlock() },
 		OnHold:   func(n int) { mu.Lock(); held = append(held, n); mu.Unlock() },
 	}
 	w.apply(snapshot("e1", 1, imp("pool", "a", "b"), imp("router", "b")))
@@ -188,11 +188,11 @@ func TestRefillHoldCountsFromTheLostStream(t *testing.T) {
 // one, the Services that were only held are reported changed, so the importer removes them.
 func TestRefillHoldDroppedServicesReported(t *testing.T) {
 	var changed []string
-	w := &ImportWatch{RefillHold: time.Minute, OnChange: []func([]ServiceKey){func(keys []ServiceKey) {
+	w := &ImportWatch{RefillHold: time.Minute, onChange: func(keys []ServiceKey) {
 		for _, k := range keys {
 			changed = append(changed, k.Name)
 		}
-	}}}
+	}}
 	w.apply(snapshot("e1", 1, imp("pool", "a"), imp("only-b", "b")))
 	w.apply(snapshot("e2", 1, imp("pool", "a")))
 	if got := view(w); got != "only-b=b* pool=a" {

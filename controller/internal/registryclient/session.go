@@ -16,7 +16,7 @@ import (
 )
 
 // Session keeps this cluster registered: it registers, renews the lease every
-// RenewInterval, and registers again — then calls OnRegistered so the caller sends all its
+// RenewInterval, and registers again — then tells its listener, which sends all its
 // exports at once — whenever the registry does not know the cluster (FAILED_PRECONDITION,
 // for example after a memory-store restart).
 type Session struct {
@@ -28,11 +28,7 @@ type Session struct {
 	RenewInterval time.Duration
 	// RetryInterval is the wait after a failed registration or renewal.
 	RetryInterval time.Duration
-	// OnRegistered runs after every successful registration, before renewals go on.
-	OnRegistered func(ctx context.Context, generation int64) error
-	// OnStateChange runs when the session's state changes (registered, lease valid).
-	OnStateChange func()
-	// VerifyEvery: after this many renewals, OnRegistered runs again, so the caller can
+	// VerifyEvery: after this many renewals, the listener's Registered runs again, so it can
 	// check that the registry still holds its exports (anti-entropy: a replicated deletion
 	// or an operator's change cannot leave them missing for long). 0: never.
 	VerifyEvery int
@@ -42,6 +38,7 @@ type Session struct {
 	Now func() time.Time
 
 	mu         sync.Mutex
+	listener   SessionListener
 	registered bool
 	// generation counts registrations: exports sent under an older one must be sent again.
 	generation int64
@@ -99,15 +96,32 @@ func (s *Session) Lost() {
 	}
 }
 
-func (s *Session) notify() {
-	if s.OnStateChange != nil {
-		s.OnStateChange()
+// SessionListener is what the session tells (the export reconciler).
+type SessionListener interface {
+	// Registered runs after every successful registration, before renewals go on, and
+	// every VerifyEvery renewals: the listener sends all its exports under generation.
+	Registered(ctx context.Context, generation int64) error
+	// StateChanged runs when the session's state changes (registered, lease valid).
+	StateChanged(ctx context.Context)
+}
+
+func (s *Session) notify(ctx context.Context) {
+	if s.listener != nil {
+		s.listener.StateChanged(ctx)
 	}
 }
 
-// Run keeps the session until ctx ends.
-func (s *Session) Run(ctx context.Context) error {
+func (s *Session) registeredAgain(ctx context.Context, gen int64) error {
+	if s.listener == nil {
+		return nil
+	}
+	return s.listener.Registered(ctx, gen)
+}
+
+// Run keeps the session until ctx ends, telling l what happens.
+func (s *Session) Run(ctx context.Context, l SessionListener) error {
 	s.mu.Lock()
+	s.listener = l
 	s.kick = make(chan struct{}, 1)
 	s.mu.Unlock()
 	if s.Log == nil {
@@ -137,7 +151,7 @@ func (s *Session) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		if valid := s.State().LeaseValid; valid != wasValid || problem != wasProblem {
 			wasValid, wasProblem = valid, problem
-			s.notify()
+			s.notify(ctx)
 		}
 		// Wake before the lease could lapse unnoticed, and at once when kicked.
 		select {
@@ -168,8 +182,8 @@ func (s *Session) step(ctx context.Context) error {
 			verify := s.VerifyEvery > 0 && s.renewals%s.VerifyEvery == 0
 			gen := s.generation
 			s.mu.Unlock()
-			if verify && s.OnRegistered != nil {
-				if err := s.OnRegistered(ctx, gen); err != nil {
+			if verify {
+				if err := s.registeredAgain(ctx, gen); err != nil {
 					return fmt.Errorf("verify exports: %w", err)
 				}
 			}
@@ -182,7 +196,7 @@ func (s *Session) step(ctx context.Context) error {
 		s.mu.Lock()
 		s.registered = false
 		s.mu.Unlock()
-		s.notify()
+		s.notify(ctx)
 	}
 	start := s.now()
 	var resp *registryv1.RegisterClusterResponse
@@ -204,17 +218,15 @@ func (s *Session) step(ctx context.Context) error {
 	s.generation++
 	gen := s.generation
 	s.mu.Unlock()
-	if s.OnRegistered != nil {
-		if err := s.OnRegistered(ctx, gen); err != nil {
-			return fmt.Errorf("send exports after registering: %w", err)
-		}
+	if err := s.registeredAgain(ctx, gen); err != nil {
+		return fmt.Errorf("send exports after registering: %w", err)
 	}
 	s.mu.Lock()
 	s.registered = true
 	s.mu.Unlock()
 	s.Log.Info("cluster registered", "clusterset", s.Clusterset, "cluster", s.ClusterID, "region", s.Region,
 		"lease", resp.GetCluster().GetLease().GetDuration().AsDuration(), "url", s.Pool.Current(), "generation", gen)
-	s.notify()
+	s.notify(ctx)
 	return nil
 }
 

@@ -21,7 +21,7 @@ func keyOf(k *registryv1.ServiceKey) ServiceKey {
 
 // ImportWatch mirrors the clusterset's imports from the registry's WatchImports stream. It
 // resumes from the last revision after a reconnect, follows the pool's current URL, and
-// calls OnChange with the Services whose import changed.
+// tells its listeners the Services whose import changed.
 //
 // When the registry's epoch changes (another registry process answers, for example a
 // memory-store registry that restarted empty), the entries of the clusters seen before are
@@ -34,18 +34,17 @@ type ImportWatch struct {
 	// cluster's lease duration, after which a cluster that did not return has left. 0: no hold.
 	RefillHold time.Duration
 	Log        *slog.Logger
-	// OnChange receives the Services whose import changed (all known ones after a snapshot).
-	// Every function in it is called, in order.
-	OnChange []func(keys []ServiceKey)
 	// OnHold receives the number of clusters held, when it changes.
 	OnHold func(clusters int)
 
-	mu      sync.Mutex
-	imports map[ServiceKey]*registryv1.ServiceImport
-	epoch   string
-	rev     int64
-	synced  bool
-	hold    *refillHold
+	mu sync.Mutex
+	// onChange tells Run's listeners the Services whose import changed.
+	onChange func(keys []ServiceKey)
+	imports  map[ServiceKey]*registryv1.ServiceImport
+	epoch    string
+	rev      int64
+	synced   bool
+	hold     *refillHold
 	// holdEnd fires when the hold's time is up.
 	holdEnd *time.Timer
 	// lost is when the stream last ended, zero while one delivers: a hold counts from
@@ -95,8 +94,22 @@ func (w *ImportWatch) Synced() bool {
 	return w.synced
 }
 
-// Run watches until ctx ends, reconnecting with backoff and jitter.
-func (w *ImportWatch) Run(ctx context.Context) error {
+// ImportListener is told which Services' imports changed (all known ones after a
+// snapshot): the export and import reconcilers.
+type ImportListener interface {
+	ImportsChanged(ctx context.Context, keys []ServiceKey)
+}
+
+// Run watches until ctx ends, reconnecting with backoff and jitter, and tells every
+// listener, in order, what changed.
+func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) error {
+	w.mu.Lock()
+	w.onChange = func(keys []ServiceKey) {
+		for _, l := range listeners {
+			l.ImportsChanged(ctx, keys)
+		}
+	}
+	w.mu.Unlock()
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
@@ -251,10 +264,11 @@ func (w *ImportWatch) changed(keys []ServiceKey, held int) {
 	if held >= 0 && w.OnHold != nil {
 		w.OnHold(held)
 	}
-	if len(keys) > 0 {
-		for _, f := range w.OnChange {
-			f(keys)
-		}
+	w.mu.Lock()
+	notify := w.onChange
+	w.mu.Unlock()
+	if len(keys) > 0 && notify != nil {
+		notify(keys)
 	}
 }
 
