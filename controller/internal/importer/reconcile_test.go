@@ -73,7 +73,11 @@ type writes struct {
 	ops []string
 }
 
-func (w *writes) record(kind, op string) { w.mu.Lock(); w.ops = append(w.ops, kind+" "+op); w.mu.Unlock() }
+func (w *writes) record(kind, op string) {
+	w.mu.Lock()
+	w.ops = append(w.ops, kind+" "+op)
+	w.mu.Unlock()
+}
 
 func (w *writes) take() []string {
 	w.mu.Lock()
