@@ -17,19 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-
-	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
 // applyServiceImport creates or updates the ServiceImport; nil when the name is taken by a
 // ServiceImport this controller does not manage.
-func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, imp *registryv1.ServiceImport) (*mcsv1beta1.ServiceImport, error) {
+func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, d Desired) (*mcsv1beta1.ServiceImport, error) {
 	si := &mcsv1beta1.ServiceImport{}
 	err := r.Client.Get(ctx, key, si)
 	if apierrors.IsNotFound(err) {
 		si = &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: ImportLabels(imp), Annotations: ImportAnnotations(imp)},
-			Spec:       ImportSpec(imp),
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: d.Labels, Annotations: d.Annotations},
+			Spec:       *d.Spec.DeepCopy(),
 		}
 		if err := r.Client.Create(ctx, si); err != nil {
 			return nil, fmt.Errorf("create ServiceImport %s: %w", key, err)
@@ -54,9 +52,9 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, key types.Namespace
 		r.Log.Info("adopting a ServiceImport this controller did not create", "serviceimport", key.String())
 	}
 	r.setHeld("unmanaged", key, false)
-	spec := ImportSpec(imp)
+	spec := *d.Spec.DeepCopy()
 	spec.IPs = si.Spec.IPs // set from the derived Service in applyStatus
-	labels, annotations := mergeOwn(si.Labels, ImportLabels(imp), si.Annotations, ImportAnnotations(imp))
+	labels, annotations := mergeOwn(si.Labels, d.Labels, si.Annotations, d.Annotations)
 	if equality.Semantic.DeepEqual(si.Spec, spec) && maps.Equal(si.Labels, labels) && maps.Equal(si.Annotations, annotations) {
 		return si, nil
 	}
@@ -99,8 +97,8 @@ func isSystemKey(k string) bool {
 	return false
 }
 
-func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.ServiceImport) (*corev1.Service, error) {
-	want := DerivedService(imp)
+func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, d Desired) (*corev1.Service, error) {
+	want := d.Service.DeepCopy()
 	if err := controllerutil.SetControllerReference(si, want, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
@@ -140,8 +138,8 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	return cur, nil
 }
 
-func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *registryv1.ServiceImport) error {
-	want := EndpointSlices(imp)
+func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Desired) error {
+	want := d.Slices
 	for _, s := range want {
 		if err := controllerutil.SetControllerReference(svc, s, r.Client.Scheme()); err != nil {
 			return err
@@ -149,7 +147,7 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *
 	}
 	var cur discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
-		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: imp.GetService().GetName()}); err != nil {
+		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: d.Service.Labels[mcsv1beta1.LabelServiceName]}); err != nil {
 		return err
 	}
 	plan := PlanSlices(cur.Items, want, svc)
@@ -183,9 +181,9 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, imp *
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, imp *registryv1.ServiceImport, heldClusters []string) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, heldClusters []string) error {
 	var ips []string
-	if imp.GetSpec().GetType() != registryv1.ServiceType_SERVICE_TYPE_HEADLESS && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+	if !d.Headless && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		ips = append(ips, svc.Spec.ClusterIPs...)
 	}
 	if !equality.Semantic.DeepEqual(si.Spec.IPs, ips) {
@@ -198,13 +196,13 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	st := si.Status.DeepCopy()
 	st.Clusters = nil
-	for _, c := range imp.GetClusters() {
-		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.GetClusterId()})
+	for _, c := range d.Clusters {
+		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c})
 	}
 	st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady),
-		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(imp.GetClusters()), svc.Name), ObservedGeneration: si.Generation,
+		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(d.Clusters), svc.Name), ObservedGeneration: si.Generation,
 	})
 	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
 	if equality.Semantic.DeepEqual(&si.Status, st) {

@@ -99,9 +99,38 @@ func ImportAnnotations(imp *registryv1.ServiceImport) map[string]string {
 	return a
 }
 
-// DerivedService is the derived Service of an import: ClusterIP (or headless for a Headless
-// import), the merged ports, no selector.
-func DerivedService(imp *registryv1.ServiceImport) *corev1.Service {
+// Desired is everything an import asks of this cluster, computed once per reconcile: the
+// ServiceImport's spec and metadata, its derived Service and the EndpointSlices (owner
+// references are set when the owners exist), and the source clusters for its status.
+type Desired struct {
+	Spec        mcsv1beta1.ServiceImportSpec
+	Labels      map[string]string
+	Annotations map[string]string
+	Service     *corev1.Service
+	Slices      []*discoveryv1.EndpointSlice
+	// Clusters are the source clusters, in the registry's order (by cluster id).
+	Clusters []string
+	// Headless: the import has no ClusterSet IP.
+	Headless bool
+}
+
+// DesiredFor computes the Desired objects of an import.
+func DesiredFor(imp *registryv1.ServiceImport) Desired {
+	spec := ImportSpec(imp)
+	d := Desired{
+		Spec: spec, Labels: ImportLabels(imp), Annotations: ImportAnnotations(imp),
+		Service: DerivedService(imp, spec), Slices: EndpointSlices(imp),
+		Headless: imp.GetSpec().GetType() == registryv1.ServiceType_SERVICE_TYPE_HEADLESS,
+	}
+	for _, c := range imp.GetClusters() {
+		d.Clusters = append(d.Clusters, c.GetClusterId())
+	}
+	return d
+}
+
+// DerivedService is the derived Service of an import whose ServiceImport spec is spec:
+// ClusterIP (or headless for a Headless import), the merged ports, no selector.
+func DerivedService(imp *registryv1.ServiceImport, spec mcsv1beta1.ServiceImportSpec) *corev1.Service {
 	ns, name := imp.GetService().GetNamespace(), imp.GetService().GetName()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
@@ -113,7 +142,6 @@ func DerivedService(imp *registryv1.ServiceImport) *corev1.Service {
 	if imp.GetSpec().GetType() == registryv1.ServiceType_SERVICE_TYPE_HEADLESS {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	spec := ImportSpec(imp)
 	svc.Spec.SessionAffinity = spec.SessionAffinity
 	svc.Spec.SessionAffinityConfig = spec.SessionAffinityConfig
 	for _, p := range spec.Ports {

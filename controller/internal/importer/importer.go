@@ -243,18 +243,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	r.setHeld("namespace_missing", req.NamespacedName, false)
 
-	si, err := r.applyServiceImport(ctx, req.NamespacedName, imp)
+	d := DesiredFor(imp)
+	si, err := r.applyServiceImport(ctx, req.NamespacedName, d)
 	if err != nil || si == nil {
 		return reconcile.Result{}, err
 	}
-	svc, err := r.applyDerivedService(ctx, si, imp)
+	svc, err := r.applyDerivedService(ctx, si, d)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.applySlices(ctx, svc, imp); err != nil {
+	if err := r.applySlices(ctx, svc, d); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.applyStatus(ctx, si, svc, imp, heldClusters)
+	return reconcile.Result{}, r.applyStatus(ctx, si, svc, d, heldClusters)
 }
 
 // ImportsChanged reconciles the Services whose import changed (the import watch's listener).
