@@ -112,6 +112,12 @@ type Change struct {
 	// together (a SyncExports); Service is then unset. A receiver applies them as one step,
 	// so a watcher sees all of a cluster's synced exports or none of them.
 	Services []ServiceKey
+	// Known (ChangeExport only): Exports are the cluster's exports of the changed Services
+	// after the change, and a changed Service absent from them is one whose export by the
+	// cluster is gone. A receiver that already applied the write (the replica that made
+	// it) can then tell its echo from news without reading the store.
+	Known   bool
+	Exports []Export
 	// Cluster is the cluster after the change, when known (ChangeCluster only).
 	Cluster *Cluster
 	// Deleted: the cluster was deleted (ChangeCluster only).

@@ -107,10 +107,16 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) {
 			err = c.RefreshCluster(ctx, ch.Clusterset, ch.ClusterID)
 		}
 	case store.ChangeExport:
-		if len(ch.Services) > 0 {
-			err = c.RefreshServices(ctx, ch.Clusterset, ch.Services)
-		} else {
-			err = c.RefreshService(ctx, ch.Clusterset, ch.Service)
+		keys := ch.Services
+		if len(keys) == 0 {
+			keys = []store.ServiceKey{ch.Service}
+		}
+		if ch.Known {
+			// The echo of a write this replica applied already costs nothing.
+			keys = c.unapplied(ch.Clusterset, ch.ClusterID, keys, ch.Exports)
+		}
+		if len(keys) > 0 {
+			err = c.RefreshServices(ctx, ch.Clusterset, keys)
 		}
 	case store.ChangeResync:
 		err = c.Resync(ctx, ch.Clusterset)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -51,6 +53,8 @@ func (c *Cache) ApplyPut(clusterset string, e store.Export) {
 			next = append(next, x)
 		case x.UpdateTime.After(e.UpdateTime):
 			return // a newer write is held
+		case x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups):
+			return // this write is held: its echo reached the cache first
 		default:
 			next = append(next, e)
 			placed = true
@@ -62,6 +66,110 @@ func (c *Cache) ApplyPut(clusterset string, e store.Export) {
 	}
 	s.setExportsLocked(e.Service, next)
 	s.recomputeLocked(e.Service, now)
+}
+
+// unapplied returns the Services whose state after a change (the cluster's exports in
+// after; a Service absent from it: the cluster's export is gone) the cache does not hold
+// yet: those need a read. A held entry of the cluster as new as the change's, or none for
+// a gone export, means the change — or a later one — is applied. An unloaded clusterset
+// needs nothing.
+func (c *Cache) unapplied(clusterset, clusterID string, keys []store.ServiceKey, after []store.Export) []store.ServiceKey {
+	s := c.existing(clusterset)
+	if s == nil {
+		return nil
+	}
+	written := make(map[store.ServiceKey]store.Export, len(after))
+	for _, e := range after {
+		written[e.Service] = e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return keys // not loaded yet: the refresh path knows what to do
+	}
+	var out []store.ServiceKey
+	for _, k := range keys {
+		var held *store.Export
+		for i := range s.exports[k] {
+			if s.exports[k][i].ClusterID == clusterID {
+				held = &s.exports[k][i]
+				break
+			}
+		}
+		e, put := written[k]
+		switch {
+		case put && held != nil && !held.UpdateTime.Before(e.UpdateTime):
+		case !put && held == nil:
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ApplySync applies a cluster's SyncExports from its own result, without reading the
+// store: stored are the cluster's exports after it, written at at, and every other
+// Service in changed lost the cluster's export. One step, as RefreshServices: a watcher
+// sees the whole sync or none of it. An entry of the cluster newer than the sync (a later
+// write that reached the cache first) is kept.
+func (c *Cache) ApplySync(clusterset, clusterID string, changed []store.ServiceKey, stored []store.Export, at time.Time) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	written := make(map[store.ServiceKey]store.Export, len(stored))
+	for _, e := range stored {
+		written[e.Service] = e
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	now := c.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clusters == nil {
+		return
+	}
+	for _, k := range changed {
+		held := s.exports[k]
+		next := make([]store.Export, 0, len(held)+1)
+		e, put := written[k]
+		keep := false
+		for _, x := range held {
+			if x.ClusterID != clusterID {
+				next = append(next, x)
+				continue
+			}
+			if x.UpdateTime.After(at) || (put && x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups)) {
+				keep = true // newer, or this very write
+				next = append(next, x)
+			}
+		}
+		if keep && len(next) == len(held) {
+			continue
+		}
+		if put && !keep {
+			next = append(next, e)
+			sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
+		}
+		if len(next) == len(held) && !put && !keep {
+			continue // the cluster held no export of it
+		}
+		s.setExportsLocked(k, next)
+		s.recomputeLocked(k, now)
+	}
+}
+
+// sameGroups: the same endpoint group messages (the write's own, shared with its echo).
+func sameGroups(a, b []*registryv1.EndpointGroup) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // RefreshCluster reads one cluster from the store; when its lease state changed, the

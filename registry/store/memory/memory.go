@@ -131,7 +131,7 @@ func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, err
 	}
 	s.mu.Unlock()
 	for _, svc := range removed {
-		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
+		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc, Known: true})
 	}
 	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Deleted: true})
 	return len(removed), nil
@@ -187,7 +187,7 @@ func (s *Store) PutExport(ctx context.Context, e store.Export) (store.Export, er
 	}
 	e = putLocked(cs, e)
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: e.Clusterset, ClusterID: e.ClusterID, Service: e.Service})
+	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: e.Clusterset, ClusterID: e.ClusterID, Service: e.Service, Known: true, Exports: []store.Export{e}})
 	return e, nil
 }
 
@@ -212,7 +212,7 @@ func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc stor
 	}
 	s.mu.Unlock()
 	if found {
-		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc})
+		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc, Known: true})
 	}
 	return found, nil
 }
@@ -253,7 +253,7 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 	}
 	s.mu.Unlock()
 	// One change for the whole sync: the cache shows a cluster's synced exports at once.
-	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Services: changed})
+	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Services: changed, Known: true, Exports: stored})
 	return stored, deleted, nil
 }
 
