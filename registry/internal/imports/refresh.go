@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
@@ -105,58 +104,6 @@ func (c *Cache) unapplied(clusterset, clusterID string, keys []store.ServiceKey,
 		}
 	}
 	return out
-}
-
-// ApplySync applies a cluster's SyncExports from its own result, without reading the
-// store: stored are the cluster's exports after it, written at at, and every other
-// Service in changed lost the cluster's export. One step, as RefreshServices: a watcher
-// sees the whole sync or none of it. An entry of the cluster newer than the sync (a later
-// write that reached the cache first) is kept.
-func (c *Cache) ApplySync(clusterset, clusterID string, changed []store.ServiceKey, stored []store.Export, at time.Time) {
-	s := c.existing(clusterset)
-	if s == nil {
-		return
-	}
-	written := make(map[store.ServiceKey]store.Export, len(stored))
-	for _, e := range stored {
-		written[e.Service] = e
-	}
-	s.refresh.Lock()
-	defer s.refresh.Unlock()
-	now := c.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.clusters == nil {
-		return
-	}
-	for _, k := range changed {
-		held := s.exports[k]
-		next := make([]store.Export, 0, len(held)+1)
-		e, put := written[k]
-		keep := false
-		for _, x := range held {
-			if x.ClusterID != clusterID {
-				next = append(next, x)
-				continue
-			}
-			if x.UpdateTime.After(at) || (put && x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups)) {
-				keep = true // newer, or this very write
-				next = append(next, x)
-			}
-		}
-		if keep && len(next) == len(held) {
-			continue
-		}
-		if put && !keep {
-			next = append(next, e)
-			sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
-		}
-		if len(next) == len(held) && !put && !keep {
-			continue // the cluster held no export of it
-		}
-		s.setExportsLocked(k, next)
-		s.recomputeLocked(k, now)
-	}
 }
 
 // sameGroups: the same endpoint group messages (the write's own, shared with its echo).

@@ -164,7 +164,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 			Spec: x.GetSpec(), EndpointGroups: x.GetEndpointGroups(), CreateTime: now, UpdateTime: now,
 		}
 	}
-	stored, deleted, err := s.store.SyncExports(ctx, key, exports)
+	_, deleted, err := s.store.SyncExports(ctx, key, exports)
 	if err != nil {
 		return nil, storeError("sync exports", err)
 	}
@@ -179,8 +179,11 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 			changed = append(changed, k)
 		}
 	}
-	// Applied from the write's own result, as a put is: no read of the store.
-	s.cache.ApplySync(key.Clusterset, key.ClusterID, changed, stored, now)
+	// Read back through the cache's group commit: many clusters' syncs at once (a
+	// registry restart) merge each Service once per commit, not once per sync.
+	if err := s.cache.RefreshServices(ctx, key.Clusterset, changed); err != nil {
+		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
+	}
 	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)}
 	for _, e := range exports {
 		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
