@@ -115,7 +115,9 @@ type Change struct {
 	// Known (ChangeExport only): Exports are the cluster's exports of the changed Services
 	// after the change, and a changed Service absent from them is one whose export by the
 	// cluster is gone. A receiver that already applied the write (the replica that made
-	// it) can then tell its echo from news without reading the store.
+	// it) can then tell its echo from news without reading the store. Only the exports'
+	// keys and UpdateTime are certain (the dynamodb store's stream records carry no
+	// endpoint chunks).
 	Known   bool
 	Exports []Export
 	// Cluster is the cluster after the change, when known (ChangeCluster only).

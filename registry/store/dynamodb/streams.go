@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,6 +142,23 @@ func (st *Store) record(r streamtypes.Record) {
 				return
 			}
 			c.Cluster = &cl
+		}
+	}
+	if c.Kind == store.ChangeExport {
+		// The export's time after the change (or its removal) is in the record: a replica
+		// that applied this write already (its own) skips the echo without a read. The
+		// content stays unread here (its chunks are other items); a replica that does not
+		// hold the write reads it.
+		switch {
+		case r.EventName == streamtypes.OperationTypeRemove:
+			c.Known = true
+		case len(r.Dynamodb.NewImage) > 0:
+			if upd, ok := r.Dynamodb.NewImage["updateMs"].(*streamtypes.AttributeValueMemberN); ok {
+				if ms, err := strconv.ParseInt(upd.Value, 10, 64); err == nil {
+					c.Known = true
+					c.Exports = []store.Export{{Clusterset: c.Clusterset, ClusterID: c.ClusterID, Service: c.Service, UpdateTime: fromMs(ms)}}
+				}
+			}
 		}
 	}
 	st.feed.Publish(*c)
