@@ -58,7 +58,7 @@ type Session interface {
 
 // Imports is what the exporter reads of the registry's imports.
 type Imports interface {
-	Get(k registryclient.ServiceKey) *registryv1.ServiceImport
+	Get(k types.NamespacedName) *registryv1.ServiceImport
 }
 
 // Metrics are the exporter's hooks. Any field may be nil.
@@ -156,7 +156,7 @@ func (r *Reconciler) enqueueSlice(o client.Object, q workqueue.TypedRateLimiting
 }
 
 // Trigger queues reconciles of the named ServiceExports (all of them when keys is nil).
-func (r *Reconciler) Trigger(ctx context.Context, keys []registryclient.ServiceKey) {
+func (r *Reconciler) Trigger(ctx context.Context, keys []types.NamespacedName) {
 	if keys == nil {
 		var list mcsv1beta1.ServiceExportList
 		if err := r.Client.List(ctx, &list); err != nil {
@@ -164,7 +164,7 @@ func (r *Reconciler) Trigger(ctx context.Context, keys []registryclient.ServiceK
 			return
 		}
 		for _, se := range list.Items {
-			keys = append(keys, registryclient.ServiceKey{Namespace: se.Namespace, Name: se.Name})
+			keys = append(keys, types.NamespacedName{Namespace: se.Namespace, Name: se.Name})
 		}
 	}
 	for _, k := range keys {
@@ -289,6 +289,6 @@ func (r *Reconciler) StateChanged(ctx context.Context) { go r.Trigger(ctx, nil) 
 
 // ImportsChanged reconciles the exports whose import changed: their Conflict condition
 // follows the registry's merge (the import watch's listener).
-func (r *Reconciler) ImportsChanged(ctx context.Context, keys []registryclient.ServiceKey) {
+func (r *Reconciler) ImportsChanged(ctx context.Context, keys []types.NamespacedName) {
 	r.Trigger(ctx, keys)
 }

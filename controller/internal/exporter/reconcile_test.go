@@ -68,7 +68,7 @@ func (s *fakeSession) Lost()                       { s.lost++ }
 
 type noImports struct{}
 
-func (noImports) Get(registryclient.ServiceKey) *registryv1.ServiceImport { return nil }
+func (noImports) Get(types.NamespacedName) *registryv1.ServiceImport { return nil }
 
 var key = types.NamespacedName{Namespace: "dynamo", Name: "router"}
 

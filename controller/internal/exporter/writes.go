@@ -130,7 +130,7 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	// The import, as the registry's watch last reported it, is newer than the put's verdict
 	// when other clusters changed their exports since — once it includes the put: an import
 	// without this cluster's last write would flip the condition back and forth.
-	imp := r.Imports.Get(registryclient.ServiceKey{Namespace: key.Namespace, Name: key.Name})
+	imp := r.Imports.Get(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
 	if own := entryOf(imp, r.ClusterID); own != nil && !own.GetExportUpdateTime().AsTime().Before(last.written) {
 		verdict = verdictFrom(imp, r.ClusterID)
 	} else {

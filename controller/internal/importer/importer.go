@@ -25,15 +25,14 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
 // Imports is what the importer reads of the registry's watch.
 type Imports interface {
 	// GetHeld returns the import and the source clusters whose entries in it are held
 	// after the registry's epoch changed (see registryclient.ImportWatch).
-	GetHeld(k registryclient.ServiceKey) (*registryv1.ServiceImport, []string)
-	Keys() []registryclient.ServiceKey
+	GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string)
+	Keys() []types.NamespacedName
 	Synced() bool
 }
 
@@ -135,7 +134,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Trigger queues the Services whose import changed.
-func (r *Reconciler) Trigger(ctx context.Context, keys []registryclient.ServiceKey) {
+func (r *Reconciler) Trigger(ctx context.Context, keys []types.NamespacedName) {
 	for _, k := range keys {
 		o := &mcsv1beta1.ServiceImport{}
 		o.Namespace, o.Name = k.Namespace, k.Name
@@ -164,14 +163,14 @@ func (r *Reconciler) Resync(ctx context.Context) error {
 		return fmt.Errorf("list ServiceImports: %w", err)
 	}
 	for _, si := range imports.Items {
-		keys = append(keys, registryclient.ServiceKey{Namespace: si.Namespace, Name: si.Name})
+		keys = append(keys, types.NamespacedName{Namespace: si.Namespace, Name: si.Name})
 	}
 	var slices discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &slices, client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy}); err != nil {
 		return fmt.Errorf("list EndpointSlices: %w", err)
 	}
 	for _, s := range slices.Items {
-		keys = append(keys, registryclient.ServiceKey{Namespace: s.Namespace, Name: s.Labels[mcsv1beta1.LabelServiceName]})
+		keys = append(keys, types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[mcsv1beta1.LabelServiceName]})
 	}
 	r.Log.Info("import resync", "keys", len(keys))
 	r.Trigger(ctx, keys)
@@ -210,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Without the registry's snapshot every import would look gone.
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
-	key := registryclient.ServiceKey{Namespace: req.Namespace, Name: req.Name}
+	key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
 	imp, heldClusters := r.Imports.GetHeld(key)
 	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
 	if imp == nil {
@@ -259,6 +258,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // ImportsChanged reconciles the Services whose import changed (the import watch's listener).
-func (r *Reconciler) ImportsChanged(ctx context.Context, keys []registryclient.ServiceKey) {
+func (r *Reconciler) ImportsChanged(ctx context.Context, keys []types.NamespacedName) {
 	r.Trigger(ctx, keys)
 }

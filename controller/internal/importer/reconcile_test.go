@@ -24,25 +24,24 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
 // fakeImports is the registry's watch as the importer reads it.
 type fakeImports struct {
 	synced  bool
-	imports map[registryclient.ServiceKey]*registryv1.ServiceImport
+	imports map[types.NamespacedName]*registryv1.ServiceImport
 	held    []string
 }
 
-func (f *fakeImports) GetHeld(k registryclient.ServiceKey) (*registryv1.ServiceImport, []string) {
+func (f *fakeImports) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string) {
 	if imp := f.imports[k]; imp != nil {
 		return imp, f.held
 	}
 	return nil, nil
 }
 
-func (f *fakeImports) Keys() []registryclient.ServiceKey {
-	var out []registryclient.ServiceKey
+func (f *fakeImports) Keys() []types.NamespacedName {
+	var out []types.NamespacedName
 	for k := range f.imports {
 		out = append(out, k)
 	}
@@ -132,7 +131,7 @@ func slicesOf(t *testing.T, c client.Client) map[string]string {
 // leaves takes its slice with it; a gone import removes everything.
 func TestImportReconcile(t *testing.T) {
 	ctx := context.Background()
-	imps := &fakeImports{synced: true, imports: map[registryclient.ServiceKey]*registryv1.ServiceImport{{Namespace: "dynamo", Name: "router"}: routerImport("use1-a", "euw1-a")}}
+	imps := &fakeImports{synced: true, imports: map[types.NamespacedName]*registryv1.ServiceImport{{Namespace: "dynamo", Name: "router"}: routerImport("use1-a", "euw1-a")}}
 	r, c, w := newImporter(t, imps, namespace("dynamo"))
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatalf("Reconcile: %v", err)
@@ -170,7 +169,7 @@ func TestImportReconcile(t *testing.T) {
 	}
 
 	// euw1-a stops exporting: its slice goes, and the status follows.
-	imps.imports[registryclient.ServiceKey{Namespace: "dynamo", Name: "router"}] = routerImport("use1-a")
+	imps.imports[types.NamespacedName{Namespace: "dynamo", Name: "router"}] = routerImport("use1-a")
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +181,7 @@ func TestImportReconcile(t *testing.T) {
 	}
 
 	// The import is gone from the registry (no deletion delay): everything goes.
-	delete(imps.imports, registryclient.ServiceKey{Namespace: "dynamo", Name: "router"})
+	delete(imps.imports, types.NamespacedName{Namespace: "dynamo", Name: "router"})
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,7 @@ func TestImportReconcile(t *testing.T) {
 // TestImportReconcileHolds: what the importer does not write.
 func TestImportReconcileHolds(t *testing.T) {
 	ctx := context.Background()
-	one := map[registryclient.ServiceKey]*registryv1.ServiceImport{{Namespace: "dynamo", Name: "router"}: routerImport("use1-a")}
+	one := map[types.NamespacedName]*registryv1.ServiceImport{{Namespace: "dynamo", Name: "router"}: routerImport("use1-a")}
 	t.Run("before the watch's first snapshot: requeued, nothing removed", func(t *testing.T) {
 		r, _, w := newImporter(t, &fakeImports{synced: false})
 		res, err := r.Reconcile(ctx, req)

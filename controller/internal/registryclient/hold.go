@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
@@ -17,13 +19,13 @@ import (
 // dropped when the hold ends.
 type refillHold struct {
 	from, to string
-	before   map[ServiceKey]*registryv1.ServiceImport
+	before   map[types.NamespacedName]*registryv1.ServiceImport
 	// waiting are the clusters of before that have not appeared in the new epoch.
 	waiting map[string]bool
 }
 
 // newRefillHold starts a hold over the imports of the old epoch.
-func newRefillHold(from, to string, before map[ServiceKey]*registryv1.ServiceImport) *refillHold {
+func newRefillHold(from, to string, before map[types.NamespacedName]*registryv1.ServiceImport) *refillHold {
 	h := &refillHold{from: from, to: to, before: before, waiting: map[string]bool{}}
 	for _, imp := range before {
 		for _, c := range imp.GetClusters() {
@@ -35,7 +37,7 @@ func newRefillHold(from, to string, before map[ServiceKey]*registryv1.ServiceImp
 
 // update marks every waiting cluster that appears in now as returned, and returns the
 // Services whose held entries that released.
-func (h *refillHold) update(now map[ServiceKey]*registryv1.ServiceImport) (released []string, changed []ServiceKey) {
+func (h *refillHold) update(now map[types.NamespacedName]*registryv1.ServiceImport) (released []string, changed []types.NamespacedName) {
 	back := map[string]bool{}
 	for _, imp := range now {
 		for _, c := range imp.GetClusters() {
@@ -63,8 +65,8 @@ func (h *refillHold) update(now map[ServiceKey]*registryv1.ServiceImport) (relea
 }
 
 // keys returns the Services that have held entries.
-func (h *refillHold) keys() []ServiceKey {
-	var out []ServiceKey
+func (h *refillHold) keys() []types.NamespacedName {
+	var out []types.NamespacedName
 	for k, imp := range h.before {
 		for _, c := range imp.GetClusters() {
 			if h.waiting[c.GetClusterId()] {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
@@ -37,7 +39,7 @@ func delta(epoch string, rev int64, upserts []*registryv1.ServiceImport, deletes
 // view renders what the importer sees: "svc=a,b svc2=c" (held clusters marked with *).
 func view(w *ImportWatch) string {
 	keys := w.Keys()
-	slices.SortFunc(keys, func(a, b ServiceKey) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.Name, b.Name) })
 	var out []string
 	for _, k := range keys {
 		i, held := w.GetHeld(k)
@@ -131,10 +133,10 @@ func TestRefillHoldDisabled(t *testing.T) {
 // and the Services it was held in are reported changed.
 func TestRefillHoldEnds(t *testing.T) {
 	var mu sync.Mutex
-	var changed []ServiceKey
+	var changed []types.NamespacedName
 	var held []int
 	w := &ImportWatch{RefillHold: 200 * time.Millisecond,
-		onChange: func(k []ServiceKey) { mu.Lock(); changed = append(changed, k...); mu.Unlock() },
+		onChange: func(k []types.NamespacedName) { mu.Lock(); changed = append(changed, k...); mu.Unlock() },
 		OnHold:   func(n int) { mu.Lock(); held = append(held, n); mu.Unlock() },
 	}
 	w.apply(snapshot("e1", 1, imp("pool", "a", "b"), imp("router", "b")))
@@ -188,7 +190,7 @@ func TestRefillHoldCountsFromTheLostStream(t *testing.T) {
 // one, the Services that were only held are reported changed, so the importer removes them.
 func TestRefillHoldDroppedServicesReported(t *testing.T) {
 	var changed []string
-	w := &ImportWatch{RefillHold: time.Minute, onChange: func(keys []ServiceKey) {
+	w := &ImportWatch{RefillHold: time.Minute, onChange: func(keys []types.NamespacedName) {
 		for _, k := range keys {
 			changed = append(changed, k.Name)
 		}

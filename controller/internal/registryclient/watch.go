@@ -9,14 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
-// ServiceKey names a Service.
-type ServiceKey struct{ Namespace, Name string }
+// types.NamespacedName names a Service.
 
-func keyOf(k *registryv1.ServiceKey) ServiceKey {
-	return ServiceKey{Namespace: k.GetNamespace(), Name: k.GetName()}
+func keyOf(k *registryv1.ServiceKey) types.NamespacedName {
+	return types.NamespacedName{Namespace: k.GetNamespace(), Name: k.GetName()}
 }
 
 // ImportWatch mirrors the clusterset's imports from the registry's WatchImports stream. It
@@ -39,8 +40,8 @@ type ImportWatch struct {
 
 	mu sync.Mutex
 	// onChange tells Run's listeners the Services whose import changed.
-	onChange func(keys []ServiceKey)
-	imports  map[ServiceKey]*registryv1.ServiceImport
+	onChange func(keys []types.NamespacedName)
+	imports  map[types.NamespacedName]*registryv1.ServiceImport
 	epoch    string
 	rev      int64
 	synced   bool
@@ -53,14 +54,14 @@ type ImportWatch struct {
 }
 
 // Get returns a Service's import, or nil. During a hold it includes the held entries.
-func (w *ImportWatch) Get(k ServiceKey) *registryv1.ServiceImport {
+func (w *ImportWatch) Get(k types.NamespacedName) *registryv1.ServiceImport {
 	imp, _ := w.GetHeld(k)
 	return imp
 }
 
 // GetHeld returns a Service's import and the clusters whose entries in it are held from
 // before the registry's epoch changed.
-func (w *ImportWatch) GetHeld(k ServiceKey) (*registryv1.ServiceImport, []string) {
+func (w *ImportWatch) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.hold == nil {
@@ -70,10 +71,10 @@ func (w *ImportWatch) GetHeld(k ServiceKey) (*registryv1.ServiceImport, []string
 }
 
 // Keys returns the Services that have an import now, held ones included.
-func (w *ImportWatch) Keys() []ServiceKey {
+func (w *ImportWatch) Keys() []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]ServiceKey, 0, len(w.imports))
+	out := make([]types.NamespacedName, 0, len(w.imports))
 	for k := range w.imports {
 		out = append(out, k)
 	}
@@ -97,14 +98,14 @@ func (w *ImportWatch) Synced() bool {
 // ImportListener is told which Services' imports changed (all known ones after a
 // snapshot): the export and import reconcilers.
 type ImportListener interface {
-	ImportsChanged(ctx context.Context, keys []ServiceKey)
+	ImportsChanged(ctx context.Context, keys []types.NamespacedName)
 }
 
 // Run watches until ctx ends, reconnecting with backoff and jitter, and tells every
 // listener, in order, what changed.
 func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) error {
 	w.mu.Lock()
-	w.onChange = func(keys []ServiceKey) {
+	w.onChange = func(keys []types.NamespacedName) {
 		for _, l := range listeners {
 			l.ImportsChanged(ctx, keys)
 		}
@@ -199,7 +200,7 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	w.mu.Lock()
 	heldBefore := w.heldLocked()
-	var changed []ServiceKey
+	var changed []types.NamespacedName
 	if resp.GetSnapshot() || w.imports == nil {
 		old := w.imports
 		if w.hold != nil {
@@ -209,7 +210,7 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		if w.RefillHold > 0 && w.epoch != "" && resp.GetEpoch() != w.epoch {
 			w.startHoldLocked(resp.GetEpoch())
 		}
-		w.imports = make(map[ServiceKey]*registryv1.ServiceImport, len(resp.GetUpserts()))
+		w.imports = make(map[types.NamespacedName]*registryv1.ServiceImport, len(resp.GetUpserts()))
 		for k := range old {
 			changed = append(changed, k)
 		}
@@ -260,7 +261,7 @@ func (w *ImportWatch) log() *slog.Logger {
 }
 
 // changed reports what apply or the hold's end changed; held < 0: the count did not change.
-func (w *ImportWatch) changed(keys []ServiceKey, held int) {
+func (w *ImportWatch) changed(keys []types.NamespacedName, held int) {
 	if held >= 0 && w.OnHold != nil {
 		w.OnHold(held)
 	}
@@ -277,7 +278,7 @@ func (w *ImportWatch) changed(keys []ServiceKey, held int) {
 func (w *ImportWatch) startHoldLocked(epoch string) {
 	before := maps.Clone(w.imports)
 	if before == nil {
-		before = map[ServiceKey]*registryv1.ServiceImport{}
+		before = map[types.NamespacedName]*registryv1.ServiceImport{}
 	}
 	if w.hold != nil {
 		for _, k := range append(w.hold.keys(), slices.Collect(maps.Keys(w.imports))...) {
