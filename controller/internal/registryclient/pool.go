@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"sync"
@@ -255,19 +254,13 @@ func (p *Pool) switchTo(idx int) {
 // moves back to the first that reports SERVING. Probes back off from min to max, with
 // jitter, while the earlier URLs stay down.
 func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
-	delay := min
-	for {
-		jittered := delay/2 + time.Duration(rand.Int64N(int64(delay)))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(jittered):
-		}
+	b := newBackoff(min, max)
+	for b.wait(ctx) {
 		p.mu.Lock()
 		cur := p.current
 		p.mu.Unlock()
 		if cur == 0 {
-			delay = min
+			b.reset()
 			continue
 		}
 		back := false
@@ -287,9 +280,7 @@ func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
 			}
 		}
 		if back {
-			delay = min
-		} else if delay *= 2; delay > max {
-			delay = max
+			b.reset()
 		}
 	}
 }

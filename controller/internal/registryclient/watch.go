@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -114,7 +113,7 @@ func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) erro
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
-	backoff := time.Second
+	b := newBackoff(time.Second, 30*time.Second)
 	for ctx.Err() == nil {
 		received, err := w.once(ctx)
 		if ctx.Err() != nil {
@@ -129,20 +128,15 @@ func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) erro
 		// registry that restarted): the clusterset returns with the first registration, so
 		// keep asking at the shortest interval.
 		if received || ClustersetUnknown(err) {
-			backoff = time.Second
+			b.reset()
 		}
 		if hint := Diagnose(err); hint != "" {
-			w.Log.Warn("import watch ended; watching again", "error", err, "retry_in", backoff.String(), "hint", hint)
+			w.Log.Warn("import watch ended; watching again", "error", err, "retry_in", b.current().String(), "hint", hint)
 		} else {
-			w.Log.Info("import watch ended; watching again", "error", err, "retry_in", backoff.String())
+			w.Log.Info("import watch ended; watching again", "error", err, "retry_in", b.current().String())
 		}
-		select {
-		case <-ctx.Done():
+		if !b.wait(ctx) {
 			return nil
-		case <-time.After(backoff/2 + time.Duration(rand.Int64N(int64(backoff)))):
-		}
-		if backoff *= 2; backoff > 30*time.Second {
-			backoff = 30 * time.Second
 		}
 	}
 	return nil
