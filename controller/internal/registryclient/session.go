@@ -34,8 +34,6 @@ type Session struct {
 	VerifyEvery int
 	Log         *slog.Logger
 	Metrics     Metrics
-	// Now returns the current time; nil: time.Now.
-	Now func() time.Time
 
 	mu         sync.Mutex
 	listener   SessionListener
@@ -64,20 +62,13 @@ type State struct {
 	Problem string
 }
 
-func (s *Session) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
-
 // State returns the current state.
 func (s *Session) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return State{
 		Registered: s.registered,
-		LeaseValid: !s.lastRenew.IsZero() && s.now().Before(s.lastRenew.Add(s.LeaseDuration)),
+		LeaseValid: !s.lastRenew.IsZero() && time.Now().Before(s.lastRenew.Add(s.LeaseDuration)),
 		Generation: s.generation,
 		Ever:       s.generation > 0,
 		Problem:    s.problem,
@@ -177,7 +168,7 @@ func (s *Session) step(ctx context.Context) error {
 		}
 		if err == nil {
 			s.mu.Lock()
-			s.lastRenew = s.now()
+			s.lastRenew = time.Now()
 			s.renewals++
 			verify := s.VerifyEvery > 0 && s.renewals%s.VerifyEvery == 0
 			gen := s.generation
@@ -198,7 +189,7 @@ func (s *Session) step(ctx context.Context) error {
 		s.mu.Unlock()
 		s.notify(ctx)
 	}
-	start := s.now()
+	start := time.Now()
 	var resp *registryv1.RegisterClusterResponse
 	err := s.Pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		var err error

@@ -35,10 +35,8 @@ type Server struct {
 
 // Options configure a Server.
 type Options struct {
-	Store store.Store
-	Cache *imports.Cache
-	// Now returns the current time; nil: time.Now.
-	Now    func() time.Time
+	Store  store.Store
+	Cache  *imports.Cache
 	Logger *slog.Logger
 	// Draining, when closed, ends open watches with UNAVAILABLE.
 	Draining <-chan struct{}
@@ -52,16 +50,13 @@ type Options struct {
 
 // New returns a Server.
 func New(opts Options) *Server {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Refused == nil {
 		opts.Refused = func(string) {}
 	}
-	return &Server{store: opts.Store, cache: opts.Cache, now: opts.Now, log: opts.Logger, draining: opts.Draining,
+	return &Server{store: opts.Store, cache: opts.Cache, now: time.Now, log: opts.Logger, draining: opts.Draining,
 		limits: opts.Limits, refused: opts.Refused, watches: newWatchLimits(opts.Watch)}
 }
 

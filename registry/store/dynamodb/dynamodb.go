@@ -80,8 +80,6 @@ type Options struct {
 	// BadItem, when set, is told of every item skipped because it cannot be decoded (an
 	// item written by something else, or damaged): one bad item must not stop a replica.
 	BadItem BadItemFunc
-	// Now is the clock of deletes' fences; nil: time.Now.
-	Now func() time.Time
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -97,10 +95,7 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: opts.Now}
+	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now}
 }
 
 // Ping implements store.Store.
