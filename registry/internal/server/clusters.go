@@ -55,7 +55,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 		LeaseDuration: lease, RegisterTime: now, RenewTime: now,
 	})
 	if err != nil {
-		return nil, storeError("register cluster", err)
+		return nil, s.storeError("register cluster", err)
 	}
 	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
 	s.log.Info("cluster registered", "clusterset", c.Clusterset, "cluster", c.ClusterID, "region", c.Region, "lease", lease)
@@ -72,7 +72,7 @@ func (s *Server) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReque
 	now := s.now()
 	c, err := s.store.RenewLease(ctx, store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}, now)
 	if err != nil {
-		return nil, storeError("renew lease", err)
+		return nil, s.storeError("renew lease", err)
 	}
 	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
 	return &registryv1.RenewLeaseResponse{Cluster: clusterProto(c, now)}, nil
@@ -104,7 +104,7 @@ func (s *Server) ListClusters(ctx context.Context, req *registryv1.ListClustersR
 	}
 	clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
 	if err != nil {
-		return nil, storeError("list clusters", err)
+		return nil, s.storeError("list clusters", err)
 	}
 	if len(clusters) == 0 {
 		return nil, errClustersetUnknown(req.GetClusterset())
@@ -130,7 +130,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *registryv1.DeleteCluste
 		return nil, status.Errorf(codes.NotFound, "cluster_id: %q is not registered in clusterset %q", key.ClusterID, key.Clusterset)
 	}
 	if err != nil {
-		return nil, storeError("delete cluster", err)
+		return nil, s.storeError("delete cluster", err)
 	}
 	if err := s.cache.Resync(ctx, key.Clusterset); err != nil {
 		s.log.Warn("refreshing imports after a cluster deletion failed", "clusterset", key.Clusterset, "error", err)
@@ -143,7 +143,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *registryv1.DeleteCluste
 func (s *Server) activeCluster(ctx context.Context, key store.ClusterKey) error {
 	c, err := s.store.GetCluster(ctx, key)
 	if err != nil {
-		return storeError("check cluster lease", err)
+		return s.storeError("check cluster lease", err)
 	}
 	if now := s.now(); !c.Active(now) {
 		return status.Errorf(codes.FailedPrecondition, "cluster %s/%s: lease expired at %s; register again", key.Clusterset, key.ClusterID, c.ExpireTime().UTC().Format(time.RFC3339))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -27,12 +29,26 @@ func TestStoreError(t *testing.T) {
 		{errors.New("put export: AccessDeniedException: not authorized to perform dynamodb:PutItem"), codes.Internal},
 	}
 	for _, c := range cases {
-		err := storeError("PutExport", c.err)
+		err := storeStatus("PutExport", c.err)
 		if got := status.Code(err); got != c.want {
-			t.Errorf("storeError(%v) = %v, want %v", c.err, got, c.want)
+			t.Errorf("storeStatus(%v) = %v, want %v", c.err, got, c.want)
 		}
 		if s, _ := status.FromError(err); s.Message() != "PutExport: "+c.err.Error() && c.want != codes.FailedPrecondition {
-			t.Errorf("storeError(%v) message %q does not carry the cause", c.err, s.Message())
+			t.Errorf("storeStatus(%v) message %q does not carry the cause", c.err, s.Message())
 		}
+	}
+}
+
+// TestStoreErrorLogsInternal: a store refusal a retry cannot fix is in the registry's log.
+func TestStoreErrorLogsInternal(t *testing.T) {
+	var buf strings.Builder
+	s := &Server{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	_ = s.storeError("put export", fmt.Errorf("put export: %w", context.Canceled))
+	if buf.Len() != 0 {
+		t.Fatalf("a cancelled call was logged: %s", buf.String())
+	}
+	_ = s.storeError("put export", errors.New("AccessDeniedException: not authorized to perform dynamodb:PutItem"))
+	if !strings.Contains(buf.String(), "AccessDeniedException") || !strings.Contains(buf.String(), "level=ERROR") {
+		t.Fatalf("log: %q", buf.String())
 	}
 }

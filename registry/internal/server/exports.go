@@ -39,12 +39,12 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	}
 	unlock, err := s.writes.lock(ctx, key)
 	if err != nil {
-		return nil, storeError("put export", err)
+		return nil, s.storeError("put export", err)
 	}
 	defer unlock()
 	u, err := s.cache.ClusterUsage(ctx, key.Clusterset, key.ClusterID, serviceKey(req.GetService()))
 	if err != nil {
-		return nil, storeError("read the cluster's exports", err)
+		return nil, s.storeError("read the cluster's exports", err)
 	}
 	u.Exports++
 	u.Endpoints += validate.EndpointCount(req.GetEndpointGroups())
@@ -57,12 +57,12 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 		Spec: req.GetSpec(), EndpointGroups: req.GetEndpointGroups(), CreateTime: now, UpdateTime: now,
 	})
 	if err != nil {
-		return nil, storeError("put export", err)
+		return nil, s.storeError("put export", err)
 	}
 	s.cache.ApplyPut(key.Clusterset, e)
 	imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 	if err != nil {
-		return nil, storeError("read import", err)
+		return nil, s.storeError("read import", err)
 	}
 	return &registryv1.PutExportResponse{Export: exportProto(e, true), Verdict: merge.Verdict(imp, key.ClusterID)}, nil
 }
@@ -96,12 +96,12 @@ func (s *Server) DeleteExport(ctx context.Context, req *registryv1.DeleteExportR
 	svc := serviceKey(req.GetService())
 	unlock, err := s.writes.lock(ctx, key)
 	if err != nil {
-		return nil, storeError("delete export", err)
+		return nil, s.storeError("delete export", err)
 	}
 	defer unlock()
 	ok, err := s.store.DeleteExport(ctx, key, svc)
 	if err != nil {
-		return nil, storeError("delete export", err)
+		return nil, s.storeError("delete export", err)
 	}
 	s.refreshService(ctx, key.Clusterset, svc)
 	return &registryv1.DeleteExportResponse{Deleted: ok}, nil
@@ -148,13 +148,13 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	}
 	unlock, err := s.writes.lock(ctx, key)
 	if err != nil {
-		return nil, storeError("sync exports", err)
+		return nil, s.storeError("sync exports", err)
 	}
 	defer unlock()
 	// What the sync changes: the Services it names and those the cluster exported before.
 	before, err := s.cache.ServicesOf(ctx, key.Clusterset, key.ClusterID)
 	if err != nil {
-		return nil, storeError("read the cluster's exports", err)
+		return nil, s.storeError("read the cluster's exports", err)
 	}
 	now := s.now()
 	exports := make([]store.Export, len(req.GetExports()))
@@ -166,7 +166,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	}
 	_, deleted, err := s.store.SyncExports(ctx, key, exports)
 	if err != nil {
-		return nil, storeError("sync exports", err)
+		return nil, s.storeError("sync exports", err)
 	}
 	// Applied as the changes it makes, in one step: its cost follows the caller's exports,
 	// not the clusterset's.
@@ -188,7 +188,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	for _, e := range exports {
 		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 		if err != nil {
-			return nil, storeError("read import", err)
+			return nil, s.storeError("read import", err)
 		}
 		resp.Results = append(resp.Results, &registryv1.ExportResult{
 			Service: &registryv1.ServiceKey{Namespace: e.Service.Namespace, Name: e.Service.Name},
@@ -206,14 +206,14 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 	}
 	exports, err := s.store.ListExports(ctx, req.GetClusterset())
 	if err != nil {
-		return nil, storeError("list exports", err)
+		return nil, s.storeError("list exports", err)
 	}
 	if len(exports) == 0 {
 		// Only a registered cluster can export, so the cluster list is read only to tell
 		// an unknown clusterset from one that exports nothing.
 		clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
 		if err != nil {
-			return nil, storeError("list clusters", err)
+			return nil, s.storeError("list clusters", err)
 		}
 		if len(clusters) == 0 {
 			return nil, errClustersetUnknown(req.GetClusterset())
@@ -237,7 +237,7 @@ func (s *Server) ListImports(ctx context.Context, req *registryv1.ListImportsReq
 	// loaded clusterset costs the store nothing.
 	snap, err := s.cache.List(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()})
 	if err != nil {
-		return nil, storeError("list imports", err)
+		return nil, s.storeError("list imports", err)
 	}
 	if snap.Clusters == 0 {
 		return nil, errClustersetUnknown(req.GetClusterset())

@@ -89,8 +89,19 @@ func invalidRead(clusterset, clusterID, namespace string) error {
 	return invalid(errs)
 }
 
-// storeError maps a store error to a gRPC status.
-func storeError(op string, err error) error {
+// storeError maps a store error to a gRPC status; one a retry cannot fix (INTERNAL: a
+// refused IAM permission, a missing table) is also logged, since the operator who can
+// fix it reads the registry's log, not the client's.
+func (s *Server) storeError(op string, err error) error {
+	st := storeStatus(op, err)
+	if status.Code(st) == codes.Internal {
+		s.log.Error("the store refused a call; retrying will not help", "op", op, "error", err)
+	}
+	return st
+}
+
+// storeStatus is the gRPC status of a store error.
+func storeStatus(op string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrClusterNotFound):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v; register the cluster first", op, err)

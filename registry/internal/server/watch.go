@@ -105,7 +105,7 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 	}
 	w, err := s.cache.Watch(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()}, req.GetResumeEpoch(), req.GetResumeRevision())
 	if err != nil {
-		return storeError("watch imports", err)
+		return s.storeError("watch imports", err)
 	}
 	defer w.Close()
 	send := s.sender(stream)

@@ -87,7 +87,7 @@ func isCondFailed(err error) bool {
 // store.ErrUnavailable (the server answers UNAVAILABLE and clients retry): no answer, a
 // timeout, throttling, a 5xx. What retrying cannot fix — a refused credential or
 // permission, a missing table, a request DynamoDB rejects — is returned as it is (the
-// server answers INTERNAL and logs it), so a broken IAM policy is not mistaken for an outage.
+// server answers INTERNAL and logs it at ERROR), so a broken IAM policy is not mistaken for an outage.
 func unavailable(op string, err error) error {
 	if permanent(err) {
 		return fmt.Errorf("%s: %w", op, err)
