@@ -1,4 +1,5 @@
 // Package api holds the registry API of global-discovery-mcs: the protobuf sources in
 // proto/, the Go code generated from them in gen/go (never edited by hand), the OpenAPI
-// document and the generated TypeScript and Python clients.
+// document and the generated TypeScript and Python clients; and pemfile, the CA-bundle
+// reader that every binary and Go client of the registry uses for its TLS files.
 package api

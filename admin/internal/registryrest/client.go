@@ -6,14 +6,13 @@ package registryrest
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -66,13 +65,9 @@ func New(opts Options) (*Client, error) {
 	if u.Scheme == "https" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if opts.CAFile != "" {
-			pem, err := os.ReadFile(opts.CAFile)
+			pool, err := pemfile.CertPool(opts.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--registry-tls-ca-file %s: no PEM certificate in it", opts.CAFile)
 			}
 			cfg.RootCAs = pool
 		}

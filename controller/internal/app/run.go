@@ -121,12 +121,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	exp := &exporter.Reconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
 		Session: session, Imports: watch,
-		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod, Log: log,
+		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod,
 		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
 	}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
-		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers, Log: log,
+		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
 		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
 	}
 	if err := exp.SetupWithManager(mgr); err != nil {

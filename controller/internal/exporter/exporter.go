@@ -7,7 +7,6 @@ package exporter
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -84,7 +83,6 @@ type Reconciler struct {
 	// BatchPeriod delays the reconcile after an EndpointSlice event, so endpoint churn is
 	// sent in one write.
 	BatchPeriod time.Duration
-	Log         *slog.Logger
 	Metrics     Metrics
 	// Now returns the current time; nil: time.Now.
 	Now func() time.Time
@@ -160,7 +158,7 @@ func (r *Reconciler) Trigger(ctx context.Context, keys []types.NamespacedName) {
 	if keys == nil {
 		var list mcsv1beta1.ServiceExportList
 		if err := r.Client.List(ctx, &list); err != nil {
-			r.Log.Warn("list ServiceExports to reconcile", "error", err)
+			ctrl.LoggerFrom(ctx).Error(err, "list ServiceExports to reconcile")
 			return
 		}
 		for _, se := range list.Items {

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"fmt"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"slices"
 
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,7 @@ import (
 // with the registry's copy and, when they differ, sends them all in one SyncExports call.
 // The session calls it after every registration and periodically to verify.
 func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
+	log := ctrl.LoggerFrom(ctx)
 	var list mcsv1beta1.ServiceExportList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return fmt.Errorf("list ServiceExports: %w", err)
@@ -42,7 +44,7 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		req.Exports = append(req.Exports, content)
 	}
 	if verdicts, same, err := r.registryHas(ctx, req.Exports); err != nil {
-		r.Log.Warn("could not compare the exports with the registry's; sending them all", "error", err)
+		log.Error(err, "could not compare the exports with the registry's; sending them all")
 	} else if same {
 		// A controller restart or a new leader: the registry already holds exactly these
 		// exports, so nothing is written.
@@ -56,10 +58,10 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		r.mu.Unlock()
 		if verifying {
 			// A periodic check found nothing missing.
-			r.Log.Debug("the registry holds the cluster's exports", "exports", len(req.Exports))
+			log.V(1).Info("the registry holds the cluster's exports", "exports", len(req.Exports))
 			return nil
 		}
-		r.Log.Info("the registry holds the cluster's exports already; nothing sent", "exports", len(req.Exports))
+		log.Info("the registry holds the cluster's exports already; nothing sent", "exports", len(req.Exports))
 		go r.Trigger(ctx, nil)
 		return nil
 	}
@@ -77,7 +79,7 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		// sync; the reconciles that follow send each export alone, so only the bad ones
 		// (or those past the limit) are refused.
 		if c := status.Code(err); c == codes.InvalidArgument || c == codes.ResourceExhausted {
-			r.Log.Warn("the registry rejected the export set; sending the exports one by one", "error", err)
+			log.Error(err, "the registry rejected the export set; sending the exports one by one")
 			r.mu.Lock()
 			r.sent = map[types.NamespacedName]*sent{}
 			r.mu.Unlock()
@@ -93,7 +95,7 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		r.sent[keys[i]] = &sent{content: req.Exports[i], generation: generation, verdict: res.GetVerdict()}
 	}
 	r.mu.Unlock()
-	r.Log.Info("exports sent to the registry", "exports", len(req.Exports), "deleted_stale", resp.GetDeletedExports())
+	log.Info("exports sent to the registry", "exports", len(req.Exports), "deleted_stale", resp.GetDeletedExports())
 	go r.Trigger(ctx, nil)
 	return nil
 }

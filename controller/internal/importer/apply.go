@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,12 +45,12 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, key types.Namespace
 			seen := r.held["unmanaged"][key]
 			r.mu.Unlock()
 			if !seen {
-				r.Log.Warn("a ServiceImport this controller did not create has the import's name; leaving it alone (--adopt-unmanaged-imports takes it over)", "serviceimport", key.String())
+				ctrl.LoggerFrom(ctx).Info("a ServiceImport this controller did not create has the import's name; leaving it alone (--adopt-unmanaged-imports takes it over)", "serviceimport", key.String())
 			}
 			r.setHeld("unmanaged", key, true)
 			return nil, nil
 		}
-		r.Log.Info("adopting a ServiceImport this controller did not create", "serviceimport", key.String())
+		ctrl.LoggerFrom(ctx).Info("adopting a ServiceImport this controller did not create", "serviceimport", key.String())
 	}
 	r.setHeld("unmanaged", key, false)
 	spec := *d.Spec.DeepCopy()

@@ -6,7 +6,6 @@ package importer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -74,7 +73,6 @@ type Reconciler struct {
 	DeletionDelay time.Duration
 	// Workers is how many ServiceImports are reconciled at once (--import-workers).
 	Workers int
-	Log     *slog.Logger
 	Metrics Metrics
 
 	mu      sync.Mutex
@@ -172,7 +170,7 @@ func (r *Reconciler) Resync(ctx context.Context) error {
 	for _, s := range slices.Items {
 		keys = append(keys, types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[mcsv1beta1.LabelServiceName]})
 	}
-	r.Log.Info("import resync", "keys", len(keys))
+	ctrl.LoggerFrom(ctx).Info("import resync", "keys", len(keys))
 	r.Trigger(ctx, keys)
 	return nil
 }
@@ -235,7 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("create namespace %s: %w", req.Namespace, err)
 		}
 		r.write("Namespace", "create")
-		r.Log.Info("created the namespace of an import", "namespace", req.Namespace)
+		ctrl.LoggerFrom(ctx).Info("created the namespace of an import", "namespace", req.Namespace)
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil

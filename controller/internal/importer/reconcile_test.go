@@ -3,7 +3,6 @@ package importer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -98,7 +97,7 @@ func newImporter(t *testing.T, imps *fakeImports, objs ...client.Object) (*Recon
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&mcsv1beta1.ServiceImport{}).Build()
 	w := &writes{}
-	r := &Reconciler{Client: c, Imports: imps, Metrics: Metrics{Write: w.record}, Log: slog.New(slog.DiscardHandler),
+	r := &Reconciler{Client: c, Imports: imps, Metrics: Metrics{Write: w.record},
 		missing: map[types.NamespacedName]time.Time{},
 		held:    map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}}
 	return r, c, w

@@ -3,6 +3,7 @@ package importer
 import (
 	"context"
 	"errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,7 @@ func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) (reco
 		r.mu.Lock()
 		delete(r.missing, key)
 		r.mu.Unlock()
-		r.Log.Info("import removed", "service", key.String())
+		ctrl.LoggerFrom(ctx).Info("import removed", "service", key.String())
 	}
 	return reconcile.Result{}, errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"log/slog"
 	"net"
 	"os"
@@ -119,13 +120,9 @@ func (f *TLSFiles) currentRoots() *x509.CertPool {
 }
 
 func readCABundle(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
+	pool, err := pemfile.CertPool(path)
 	if err != nil {
 		return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--registry-tls-ca-file %s: no PEM certificate in it", path)
 	}
 	return pool, nil
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"log/slog"
 	"os"
 	"sync"
@@ -141,13 +142,8 @@ func (s *Source) read() error {
 	}
 	var pool *x509.CertPool
 	if s.files.ClientCAFile != "" {
-		pem, err := os.ReadFile(s.files.ClientCAFile)
-		if err != nil {
+		if pool, err = pemfile.CertPool(s.files.ClientCAFile); err != nil {
 			return fmt.Errorf("--client-ca-file: %w", err)
-		}
-		pool = x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--client-ca-file %s: no PEM certificate in it", s.files.ClientCAFile)
 		}
 	}
 	s.cert, s.leaf, s.clientCA = &cert, leaf, pool
