@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/api/importdelta"
 )
 
 // types.NamespacedName names a Service.
@@ -50,7 +51,13 @@ type ImportWatch struct {
 	// lost is when the stream last ended, zero while one delivers: a hold counts from
 	// there, since the clusters' renewals stopped reaching the old epoch then at the latest.
 	lost time.Time
+	// paging gathers a snapshot that arrives in pages; it replaces imports at its last page.
+	paging map[types.NamespacedName]*registryv1.ServiceImport
 }
+
+// snapshotPageSize bounds a snapshot message: 256 imports of 100 clusters × 10 endpoints
+// are about 9 MB, well within the 256 MiB the pool accepts.
+const snapshotPageSize = 256
 
 // Get returns a Service's import, or nil. During a hold it includes the held entries.
 func (w *ImportWatch) Get(k types.NamespacedName) *registryv1.ServiceImport {
@@ -147,7 +154,11 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w.mu.Lock()
-	req := &registryv1.WatchImportsRequest{Clusterset: w.Clusterset, IncludeEndpoints: w.IncludeEndpoints, ResumeEpoch: w.epoch, ResumeRevision: w.rev}
+	req := &registryv1.WatchImportsRequest{Clusterset: w.Clusterset, IncludeEndpoints: w.IncludeEndpoints, ResumeEpoch: w.epoch, ResumeRevision: w.rev,
+		ClusterDeltas: true, SnapshotPageSize: snapshotPageSize}
+	// A snapshot cut short by the stream's end is not applied; the next stream resumes from
+	// what was.
+	w.paging = nil
 	w.mu.Unlock()
 	var stream registryv1.RegistryService_WatchImportsClient
 	url, err := w.Pool.Stream(sctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
@@ -193,9 +204,21 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 
 func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	w.mu.Lock()
+	if resp.GetSnapshot() || w.imports == nil {
+		w.paging = make(map[types.NamespacedName]*registryv1.ServiceImport, len(resp.GetUpserts()))
+	}
+	if w.paging != nil {
+		for _, imp := range resp.GetUpserts() {
+			w.paging[keyOf(imp.GetService())] = imp
+		}
+		if resp.GetSnapshotContinues() {
+			w.mu.Unlock()
+			return
+		}
+	}
 	heldBefore := w.heldLocked()
 	var changed []types.NamespacedName
-	if resp.GetSnapshot() || w.imports == nil {
+	if w.paging != nil {
 		old := w.imports
 		if w.hold != nil {
 			// Held-only Services change too when a new hold does not keep them.
@@ -204,15 +227,25 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		if w.RefillHold > 0 && w.epoch != "" && resp.GetEpoch() != w.epoch {
 			w.startHoldLocked(resp.GetEpoch())
 		}
-		w.imports = make(map[types.NamespacedName]*registryv1.ServiceImport, len(resp.GetUpserts()))
 		for k := range old {
 			changed = append(changed, k)
 		}
+		w.imports = w.paging
+		for k := range w.imports {
+			changed = append(changed, k)
+		}
+		w.paging = nil
 		w.synced = true
+	} else {
+		for _, imp := range resp.GetUpserts() {
+			k := keyOf(imp.GetService())
+			w.imports[k] = imp
+			changed = append(changed, k)
+		}
 	}
-	for _, imp := range resp.GetUpserts() {
-		k := keyOf(imp.GetService())
-		w.imports[k] = imp
+	for _, d := range resp.GetDeltas() {
+		k := keyOf(d.GetService())
+		w.imports[k] = importdelta.Apply(w.imports[k], d)
 		changed = append(changed, k)
 	}
 	for _, d := range resp.GetDeletes() {

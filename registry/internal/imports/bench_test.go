@@ -82,7 +82,7 @@ func BenchmarkFanout100Watchers(b *testing.B) {
 	}
 	watchers := make([]*Watcher, 100)
 	for i := range watchers {
-		w, err := cache.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, "", 0)
+		w, err := cache.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, 0, "", 0)
 		if err != nil {
 			b.Fatal(err)
 		}

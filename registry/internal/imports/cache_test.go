@@ -96,7 +96,7 @@ func TestWatchSnapshotThenDeltas(t *testing.T) {
 	}
 	f.register("a", 30*time.Second)
 	f.put("a", "one", 80)
-	w, err := f.cache.Watch(f.ctx, "prod", Filter{IncludeEndpoints: true}, "", 0)
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{IncludeEndpoints: true}, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestWatchResume(t *testing.T) {
 	f.put("a", "two", 80)
 
 	// Same epoch, revision still held: only the change after it.
-	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, snap.Epoch, snap.Revision)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, 0, snap.Epoch, snap.Revision)
 	d := f.next(w)
 	if d.GetSnapshot() || fmt.Sprint(names(d.GetUpserts())) != "[two]" {
 		t.Fatalf("resumed watch got %v, want the delta [two]", d)
@@ -145,7 +145,7 @@ func TestWatchResume(t *testing.T) {
 	w.Close()
 
 	// Another epoch (another replica or a restart): a snapshot.
-	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, "other-epoch", snap.Revision)
+	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, 0, "other-epoch", snap.Revision)
 	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 2 {
 		t.Fatalf("watch from another epoch got %v, want a snapshot of 2", d)
 	}
@@ -155,7 +155,7 @@ func TestWatchResume(t *testing.T) {
 	for i := range 4 {
 		f.put("a", fmt.Sprintf("more%d", i), 80)
 	}
-	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, snap.Epoch, snap.Revision)
+	w, _ = f.cache.Watch(f.ctx, "prod", Filter{}, 0, snap.Epoch, snap.Revision)
 	if d := f.next(w); !d.GetSnapshot() || len(d.GetUpserts()) != 6 {
 		t.Fatalf("watch from a forgotten revision got %v, want a snapshot of 6", d)
 	}
@@ -167,7 +167,7 @@ func TestWatchResume(t *testing.T) {
 func TestSlowWatcher(t *testing.T) {
 	f := newFixture(t, 10)
 	f.register("a", 30*time.Second)
-	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, 0, "", 0)
 	f.next(w)
 	done := make(chan struct{})
 	go func() {
@@ -212,7 +212,7 @@ func TestLeaseExpiryWithoutWrites(t *testing.T) {
 	f.register("b", 300*time.Millisecond)
 	f.put("a", "svc", 80)
 	f.put("b", "svc", 80)
-	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	w, _ := f.cache.Watch(f.ctx, "prod", Filter{}, 0, "", 0)
 	if s := f.next(w); len(s.GetUpserts()[0].GetClusters()) != 2 {
 		t.Fatalf("snapshot clusters = %d, want 2", len(s.GetUpserts()[0].GetClusters()))
 	}
@@ -283,7 +283,7 @@ func TestWatchAfterReload(t *testing.T) {
 	if after.Epoch == before.Epoch {
 		t.Fatalf("epoch %q kept across a reload", after.Epoch)
 	}
-	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, before.Epoch, before.Revision)
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, 0, before.Epoch, before.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestUnusedClustersetReleased(t *testing.T) {
 	}
 
 	// A watch before any registration holds the clusterset and sees the first cluster's export.
-	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, "", 0)
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestUnusedClustersetReleased(t *testing.T) {
 	}
 
 	// A watch of an empty clusterset releases it when it closes.
-	w, err = f.cache.Watch(f.ctx, "empty", Filter{}, "", 0)
+	w, err = f.cache.Watch(f.ctx, "empty", Filter{}, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestSyncSeenInOneStep(t *testing.T) {
 	if _, err := mem.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, "", 0)
+	w, err := c.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

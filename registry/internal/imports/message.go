@@ -41,6 +41,8 @@ func (m *Message) EncodedJSON(opts protojson.MarshalOptions) ([]byte, error) {
 type messageKey struct {
 	from, to int64
 	filter   Filter
+	// pageSize and page name one page of a snapshot sent in pages.
+	pageSize, page int
 }
 
 // sharedMessages holds the messages of one revision weakly: a message lives as long as a
@@ -53,6 +55,14 @@ type sharedMessages struct {
 // getLocked returns the message for k, building it when no watcher holds one; nil when
 // build returns nil. The caller holds the set's lock.
 func (sm *sharedMessages) getLocked(k messageKey, build func() *registryv1.WatchImportsResponse) *Message {
+	if k.to < sm.rev {
+		// A page of an older snapshot, for a watcher still paging through it: nobody at the
+		// current revision shares it.
+		if resp := build(); resp != nil {
+			return &Message{WatchImportsResponse: resp}
+		}
+		return nil
+	}
 	if sm.m == nil || sm.rev != k.to {
 		sm.m, sm.rev = map[messageKey]weak.Pointer[Message]{}, k.to
 	}

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/merge"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
@@ -51,6 +49,9 @@ type set struct {
 type logEntry struct {
 	rev int64
 	key store.ServiceKey
+	// prev is the import before this change (nil: none), what a watcher whose cursor is
+	// before rev holds: the base of its delta.
+	prev *registryv1.ServiceImport
 }
 
 // reload reads the whole clusterset from the store and recomputes every import. The
@@ -104,14 +105,14 @@ func (s *set) reload(ctx context.Context) error {
 
 // recomputeLocked merges one Service again and records a change when the import differs.
 func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
-	imp := merge.Service(k, s.exports[k], s.clusters, now)
 	old, had := s.imports[k]
+	imp := shareUnchanged(old, merge.Service(k, s.exports[k], s.clusters, now))
 	changed := false
 	switch {
 	case imp == nil && had:
 		delete(s.imports, k)
 		changed = true
-	case imp != nil && (!had || !proto.Equal(imp, old)):
+	case imp != nil && (!had || !sameImport(imp, old)):
 		s.imports[k] = imp
 		changed = true
 	}
@@ -122,7 +123,7 @@ func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
 		return
 	}
 	s.revision++
-	s.log = append(s.log, logEntry{rev: s.revision, key: k})
+	s.log = append(s.log, logEntry{rev: s.revision, key: k, prev: old})
 	if over := len(s.log) - s.cache.history; over > 0 {
 		s.log = append(s.log[:0:0], s.log[over:]...)
 	}

@@ -83,7 +83,7 @@ func TestWatchersShareMessages(t *testing.T) {
 	f.register("a", time.Minute)
 	f.put("a", "one", 80)
 	watch := func(fl Filter) *Watcher {
-		w, err := f.cache.Watch(f.ctx, "prod", fl, "", 0)
+		w, err := f.cache.Watch(f.ctx, "prod", fl, 0, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,6 +53,8 @@ type Filter struct {
 	Namespace string
 	// IncludeEndpoints keeps each cluster's endpoint groups.
 	IncludeEndpoints bool
+	// ClusterDeltas sends changes as ImportDeltas (WatchImportsRequest.cluster_deltas).
+	ClusterDeltas bool
 }
 
 func (f Filter) match(k store.ServiceKey) bool {
@@ -70,10 +72,18 @@ func (f Filter) view(imp *registryv1.ServiceImport) *registryv1.ServiceImport {
 		Conflicts: imp.GetConflicts(), Clusters: make([]*registryv1.ImportCluster, len(imp.GetClusters())),
 	}
 	for i, cl := range imp.GetClusters() {
-		out.Clusters[i] = &registryv1.ImportCluster{ClusterId: cl.GetClusterId(), ExportCreateTime: cl.GetExportCreateTime(), ExportUpdateTime: cl.GetExportUpdateTime(), Conflicts: cl.GetConflicts(),
-			MissingPorts: cl.GetMissingPorts(), ExcludedPorts: cl.GetExcludedPorts()}
+		out.Clusters[i] = f.clusterView(cl)
 	}
 	return out
+}
+
+// clusterView returns one cluster's part of an import as the filter shows it.
+func (f Filter) clusterView(cl *registryv1.ImportCluster) *registryv1.ImportCluster {
+	if f.IncludeEndpoints {
+		return cl
+	}
+	return &registryv1.ImportCluster{ClusterId: cl.GetClusterId(), ExportCreateTime: cl.GetExportCreateTime(), ExportUpdateTime: cl.GetExportUpdateTime(), Conflicts: cl.GetConflicts(),
+		MissingPorts: cl.GetMissingPorts(), ExcludedPorts: cl.GetExcludedPorts()}
 }
 
 // Snapshot is a clusterset's imports at one revision.

@@ -22,18 +22,31 @@ type Watcher struct {
 	// cursor is the revision the watcher has been sent; -1 until its first snapshot.
 	cursor int64
 	gone   bool
+	// pageSize splits snapshots into pages of this many imports; 0: one message.
+	pageSize int
+	// paging is the snapshot being sent in pages: the imports not yet sent, at revision
+	// pagingRev; the cursor moves there once the last page is out.
+	paging    []*registryv1.ServiceImport
+	pagingRev int64
+	pageNo    int
 }
+
+// MaxPageSize bounds WatchImportsRequest.snapshot_page_size.
+const MaxPageSize = 10000
 
 // Watch starts a watch. It resumes after resumeRevision when resumeEpoch is this cache's
 // epoch and the changes after that revision are still held; otherwise the first Next
 // returns a snapshot.
-func (c *Cache) Watch(ctx context.Context, clusterset string, f Filter, resumeEpoch string, resumeRevision int64) (*Watcher, error) {
+//
+// pageSize (0 to MaxPageSize; 0: no pages) splits each snapshot into messages of at most
+// that many imports.
+func (c *Cache) Watch(ctx context.Context, clusterset string, f Filter, pageSize int, resumeEpoch string, resumeRevision int64) (*Watcher, error) {
 	for {
 		s, err := c.loaded(ctx, clusterset)
 		if err != nil {
 			return nil, err
 		}
-		w := &Watcher{set: s, filter: f, wake: make(chan struct{}, 1), cursor: -1}
+		w := &Watcher{set: s, filter: f, wake: make(chan struct{}, 1), cursor: -1, pageSize: pageSize}
 		s.mu.Lock()
 		if s.closed {
 			// Released or dropped between loading and here: load it again.
@@ -78,11 +91,22 @@ func (w *Watcher) Next(ctx context.Context) (*Message, error) {
 			s.mu.Unlock()
 			return nil, ErrWatchEnded
 		}
+		if w.paging != nil {
+			resp := w.nextPageLocked()
+			s.mu.Unlock()
+			return resp, nil
+		}
 		if w.cursor < 0 || !s.resumableLocked(w.cursor) {
-			resp := s.shared.getLocked(messageKey{from: -1, to: s.revision, filter: w.filter}, func() *registryv1.WatchImportsResponse {
-				return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter)}
-			})
-			w.cursor = s.revision
+			var resp *Message
+			if w.pageSize > 0 {
+				w.paging, w.pagingRev, w.pageNo = s.listLocked(w.filter), s.revision, 0
+				resp = w.nextPageLocked()
+			} else {
+				resp = s.shared.getLocked(messageKey{from: -1, to: s.revision, filter: w.filter}, func() *registryv1.WatchImportsResponse {
+					return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter)}
+				})
+				w.cursor = s.revision
+			}
 			s.mu.Unlock()
 			if f := s.cache.obs.Snapshot; f != nil {
 				f()
@@ -130,14 +154,40 @@ func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
 			continue
 		}
 		seen[e.key] = true
-		if imp, ok := s.imports[e.key]; ok {
-			resp.Upserts = append(resp.Upserts, w.filter.view(imp))
-		} else {
+		imp, ok := s.imports[e.key]
+		switch {
+		case !ok:
 			resp.Deletes = append(resp.Deletes, &registryv1.ServiceKey{Namespace: e.key.Namespace, Name: e.key.Name})
+		case w.filter.ClusterDeltas:
+			// The first change after the cursor recorded what the watcher holds.
+			if d := deltaOf(e.prev, imp, w.filter); d != nil {
+				resp.Deltas = append(resp.Deltas, d)
+			}
+		default:
+			resp.Upserts = append(resp.Upserts, w.filter.view(imp))
 		}
 	}
-	if len(resp.Upserts) == 0 && len(resp.Deletes) == 0 {
+	if len(resp.Upserts) == 0 && len(resp.Deletes) == 0 && len(resp.Deltas) == 0 {
 		return nil
 	}
 	return resp
+}
+
+// nextPageLocked returns the next page of the snapshot being sent. Watchers at the same
+// revision with the same filter and page size share the pages.
+func (w *Watcher) nextPageLocked() *Message {
+	s := w.set
+	n := min(w.pageSize, len(w.paging))
+	page, rest := w.paging[:n], w.paging[n:]
+	k := messageKey{from: -1, to: w.pagingRev, filter: w.filter, pageSize: w.pageSize, page: w.pageNo}
+	msg := s.shared.getLocked(k, func() *registryv1.WatchImportsResponse {
+		return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: w.pagingRev, Snapshot: w.pageNo == 0,
+			Upserts: page, SnapshotContinues: len(rest) > 0}
+	})
+	w.pageNo++
+	w.paging = rest
+	if len(rest) == 0 {
+		w.paging, w.cursor = nil, w.pagingRev
+	}
+	return msg
 }

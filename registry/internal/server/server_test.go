@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -130,5 +131,58 @@ func TestRefusals(t *testing.T) {
 	if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "nobody", Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "x"},
 		Spec: export("x", 80).GetSpec()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("an export of an unregistered cluster: %v, want FAILED_PRECONDITION", err)
+	}
+}
+
+// TestWatchDeltasAndPages: over the wire, a watch with cluster_deltas and pages gets its
+// snapshot in pages and then per-cluster deltas; a page size out of range is refused with
+// the field and its range.
+func TestWatchDeltasAndPages(t *testing.T) {
+	c := serve(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	register(t, c, "a")
+	for _, name := range []string{"one", "two", "three"} {
+		if _, err := c.PutExport(ctx, export(name, 80, "10.0.0.1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int32{-1, 10001} {
+		w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", SnapshotPageSize: n})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "snapshot_page_size") || !strings.Contains(err.Error(), "10000") {
+			t.Errorf("page size %d: %v; want INVALID_ARGUMENT naming snapshot_page_size and its limit", n, err)
+		}
+	}
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true, ClusterDeltas: true, SnapshotPageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for {
+		m, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.GetSnapshot(), m.GetSnapshotContinues())
+		if !m.GetSnapshotContinues() {
+			break
+		}
+	}
+	if fmt.Sprint(got) != "[true true false false]" {
+		t.Fatalf("snapshot pages (snapshot, continues): %v; want two pages", got)
+	}
+	if _, err := c.PutExport(ctx, export("two", 80, "10.0.0.9")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := w.Recv()
+	if err != nil || len(m.GetUpserts()) != 0 || len(m.GetDeltas()) != 1 {
+		t.Fatalf("after a write: %v, %v; want one delta", m, err)
+	}
+	d := m.GetDeltas()[0]
+	if d.GetHeader() != nil || len(d.GetClusters()) != 1 || d.GetClusters()[0].GetEndpointGroups()[0].GetEndpoints()[0].GetAddresses()[0] != "10.0.0.9" {
+		t.Fatalf("delta %v; want cluster a's new endpoint and no header", d)
 	}
 }

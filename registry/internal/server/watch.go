@@ -12,6 +12,7 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 )
 
 // WatchLimits bound the watches one registry serves. Zero: no limit.
@@ -75,7 +76,7 @@ func (w *watchLimits) acquire(client string) (release func(), limit string) {
 // WatchImports implements RegistryServiceServer. A watch may start before any cluster of
 // the clusterset registered: it then starts with an empty snapshot.
 func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream registryv1.RegistryService_WatchImportsServer) error {
-	if err := invalidRead(req.GetClusterset(), "", req.GetNamespace()); err != nil {
+	if err := invalidWatch(req); err != nil {
 		return err
 	}
 	client := ""
@@ -103,7 +104,8 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 			}
 		}()
 	}
-	w, err := s.cache.Watch(ctx, req.GetClusterset(), imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints()}, req.GetResumeEpoch(), req.GetResumeRevision())
+	f := imports.Filter{Namespace: req.GetNamespace(), IncludeEndpoints: req.GetIncludeEndpoints(), ClusterDeltas: req.GetClusterDeltas()}
+	w, err := s.cache.Watch(ctx, req.GetClusterset(), f, int(req.GetSnapshotPageSize()), req.GetResumeEpoch(), req.GetResumeRevision())
 	if err != nil {
 		return s.storeError("watch imports", err)
 	}
@@ -123,6 +125,18 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 			return err
 		}
 	}
+}
+
+func invalidWatch(req *registryv1.WatchImportsRequest) error {
+	var errs validate.Errors
+	validate.DNSLabel(&errs, "clusterset", req.GetClusterset())
+	if req.GetNamespace() != "" {
+		validate.DNSLabel(&errs, "namespace", req.GetNamespace())
+	}
+	if n := req.GetSnapshotPageSize(); n < 0 || n > imports.MaxPageSize {
+		errs.Add("snapshot_page_size", "%d is out of range: 0 (one message) to %d imports", n, imports.MaxPageSize)
+	}
+	return invalid(errs)
 }
 
 type timedSendsKey struct{}

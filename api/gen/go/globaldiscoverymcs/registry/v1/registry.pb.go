@@ -2557,8 +2557,15 @@ type WatchImportsRequest struct {
 	// Resume after this revision of this epoch. Unset, or from another epoch: a snapshot.
 	ResumeRevision int64  `protobuf:"varint,4,opt,name=resume_revision,json=resumeRevision,proto3" json:"resume_revision,omitempty"`
 	ResumeEpoch    string `protobuf:"bytes,5,opt,name=resume_epoch,json=resumeEpoch,proto3" json:"resume_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Send each change as an ImportDelta in deltas (only the source clusters whose part of the
+	// import changed, and the header only when it changed) instead of the whole import in
+	// upserts. Snapshots still carry whole imports in upserts.
+	ClusterDeltas bool `protobuf:"varint,6,opt,name=cluster_deltas,json=clusterDeltas,proto3" json:"cluster_deltas,omitempty"`
+	// Split a snapshot into responses of at most this many imports (at most 10000); 0: one
+	// response. See WatchImportsResponse.snapshot_continues.
+	SnapshotPageSize int32 `protobuf:"varint,7,opt,name=snapshot_page_size,json=snapshotPageSize,proto3" json:"snapshot_page_size,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WatchImportsRequest) Reset() {
@@ -2626,6 +2633,20 @@ func (x *WatchImportsRequest) GetResumeEpoch() string {
 	return ""
 }
 
+func (x *WatchImportsRequest) GetClusterDeltas() bool {
+	if x != nil {
+		return x.ClusterDeltas
+	}
+	return false
+}
+
+func (x *WatchImportsRequest) GetSnapshotPageSize() int32 {
+	if x != nil {
+		return x.SnapshotPageSize
+	}
+	return 0
+}
+
 type WatchImportsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The identity of the revision sequence: it changes when the registry replica restarts.
@@ -2637,9 +2658,18 @@ type WatchImportsResponse struct {
 	// Imports created or changed (all of them when snapshot is true).
 	Upserts []*ServiceImport `protobuf:"bytes,4,rep,name=upserts,proto3" json:"upserts,omitempty"`
 	// Imports that no longer exist.
-	Deletes       []*ServiceKey `protobuf:"bytes,5,rep,name=deletes,proto3" json:"deletes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deletes []*ServiceKey `protobuf:"bytes,5,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	// With cluster_deltas: the imports created or changed, each as what changed since the
+	// previous response.
+	Deltas []*ImportDelta `protobuf:"bytes,6,rep,name=deltas,proto3" json:"deltas,omitempty"`
+	// With snapshot_page_size: more pages of this snapshot follow. The first page has
+	// snapshot set; the pages after it (same epoch and revision) add their upserts. The
+	// receiver has the whole snapshot, and may resume from its revision, only once a page
+	// without snapshot_continues arrives; a stream that ends before that resumes from the
+	// revision the receiver had before the snapshot began.
+	SnapshotContinues bool `protobuf:"varint,7,opt,name=snapshot_continues,json=snapshotContinues,proto3" json:"snapshot_continues,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WatchImportsResponse) Reset() {
@@ -2703,6 +2733,156 @@ func (x *WatchImportsResponse) GetUpserts() []*ServiceImport {
 func (x *WatchImportsResponse) GetDeletes() []*ServiceKey {
 	if x != nil {
 		return x.Deletes
+	}
+	return nil
+}
+
+func (x *WatchImportsResponse) GetDeltas() []*ImportDelta {
+	if x != nil {
+		return x.Deltas
+	}
+	return nil
+}
+
+func (x *WatchImportsResponse) GetSnapshotContinues() bool {
+	if x != nil {
+		return x.SnapshotContinues
+	}
+	return false
+}
+
+// ImportDelta is the change of one import since the previous response of a watch with
+// cluster_deltas: apply it to the import the receiver holds (a new import: to an empty one).
+type ImportDelta struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service *ServiceKey            `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// Set when the spec, the winning cluster or the conflicts changed, or the import is new:
+	// it replaces the receiver's.
+	Header *ImportHeader `protobuf:"bytes,2,opt,name=header,proto3" json:"header,omitempty"`
+	// The source clusters whose part is new or changed: each replaces the receiver's entry of
+	// the same cluster_id (clusters stay sorted by cluster id).
+	Clusters []*ImportCluster `protobuf:"bytes,3,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// Source clusters that no longer contribute to the import.
+	RemovedClusterIds []string `protobuf:"bytes,4,rep,name=removed_cluster_ids,json=removedClusterIds,proto3" json:"removed_cluster_ids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ImportDelta) Reset() {
+	*x = ImportDelta{}
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportDelta) ProtoMessage() {}
+
+func (x *ImportDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportDelta.ProtoReflect.Descriptor instead.
+func (*ImportDelta) Descriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ImportDelta) GetService() *ServiceKey {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+func (x *ImportDelta) GetHeader() *ImportHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ImportDelta) GetClusters() []*ImportCluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ImportDelta) GetRemovedClusterIds() []string {
+	if x != nil {
+		return x.RemovedClusterIds
+	}
+	return nil
+}
+
+// ImportHeader is the part of a ServiceImport that is not per source cluster.
+type ImportHeader struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Spec             *ImportSpec            `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	WinningClusterId string                 `protobuf:"bytes,2,opt,name=winning_cluster_id,json=winningClusterId,proto3" json:"winning_cluster_id,omitempty"`
+	Conflicts        []ConflictReason       `protobuf:"varint,3,rep,packed,name=conflicts,proto3,enum=globaldiscoverymcs.registry.v1.ConflictReason" json:"conflicts,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ImportHeader) Reset() {
+	*x = ImportHeader{}
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportHeader) ProtoMessage() {}
+
+func (x *ImportHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportHeader.ProtoReflect.Descriptor instead.
+func (*ImportHeader) Descriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ImportHeader) GetSpec() *ImportSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ImportHeader) GetWinningClusterId() string {
+	if x != nil {
+		return x.WinningClusterId
+	}
+	return ""
+}
+
+func (x *ImportHeader) GetConflicts() []ConflictReason {
+	if x != nil {
+		return x.Conflicts
 	}
 	return nil
 }
@@ -2925,7 +3105,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x13ListImportsResponse\x12G\n" +
 	"\aimports\x18\x01 \x03(\v2-.globaldiscoverymcs.registry.v1.ServiceImportR\aimports\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"\xcc\x01\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\"\xa1\x02\n" +
 	"\x13WatchImportsRequest\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -2933,13 +3113,26 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12+\n" +
 	"\x11include_endpoints\x18\x03 \x01(\bR\x10includeEndpoints\x12'\n" +
 	"\x0fresume_revision\x18\x04 \x01(\x03R\x0eresumeRevision\x12!\n" +
-	"\fresume_epoch\x18\x05 \x01(\tR\vresumeEpoch\"\xf3\x01\n" +
+	"\fresume_epoch\x18\x05 \x01(\tR\vresumeEpoch\x12%\n" +
+	"\x0ecluster_deltas\x18\x06 \x01(\bR\rclusterDeltas\x12,\n" +
+	"\x12snapshot_page_size\x18\a \x01(\x05R\x10snapshotPageSize\"\xe7\x02\n" +
 	"\x14WatchImportsResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12G\n" +
 	"\aupserts\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.ServiceImportR\aupserts\x12D\n" +
-	"\adeletes\x18\x05 \x03(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\adeletes*Z\n" +
+	"\adeletes\x18\x05 \x03(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\adeletes\x12C\n" +
+	"\x06deltas\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ImportDeltaR\x06deltas\x12-\n" +
+	"\x12snapshot_continues\x18\a \x01(\bR\x11snapshotContinues\"\x94\x02\n" +
+	"\vImportDelta\x12D\n" +
+	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12D\n" +
+	"\x06header\x18\x02 \x01(\v2,.globaldiscoverymcs.registry.v1.ImportHeaderR\x06header\x12I\n" +
+	"\bclusters\x18\x03 \x03(\v2-.globaldiscoverymcs.registry.v1.ImportClusterR\bclusters\x12.\n" +
+	"\x13removed_cluster_ids\x18\x04 \x03(\tR\x11removedClusterIds\"\xca\x01\n" +
+	"\fImportHeader\x12>\n" +
+	"\x04spec\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12,\n" +
+	"\x12winning_cluster_id\x18\x02 \x01(\tR\x10winningClusterId\x12L\n" +
+	"\tconflicts\x18\x03 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts*Z\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2990,7 +3183,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(LeaseState)(0),                 // 0: globaldiscoverymcs.registry.v1.LeaseState
 	(ErrorReason)(0),                // 1: globaldiscoverymcs.registry.v1.ErrorReason
@@ -3033,29 +3226,31 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(*ListImportsResponse)(nil),     // 38: globaldiscoverymcs.registry.v1.ListImportsResponse
 	(*WatchImportsRequest)(nil),     // 39: globaldiscoverymcs.registry.v1.WatchImportsRequest
 	(*WatchImportsResponse)(nil),    // 40: globaldiscoverymcs.registry.v1.WatchImportsResponse
-	nil,                             // 41: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	nil,                             // 42: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	nil,                             // 43: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	nil,                             // 44: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 46: google.protobuf.Timestamp
+	(*ImportDelta)(nil),             // 41: globaldiscoverymcs.registry.v1.ImportDelta
+	(*ImportHeader)(nil),            // 42: globaldiscoverymcs.registry.v1.ImportHeader
+	nil,                             // 43: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	nil,                             // 44: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	nil,                             // 45: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	nil,                             // 46: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	(*durationpb.Duration)(nil),     // 47: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
 }
 var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: globaldiscoverymcs.registry.v1.Lease.state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	45, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
-	46, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	46, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	47, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
+	48, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	48, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
-	46, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
-	45, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
+	48, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
+	47, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
 	5,  // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	5,  // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	5,  // 9: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	14, // 10: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	2,  // 11: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
 	15, // 12: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	41, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	42, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	43, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	44, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
 	18, // 15: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
 	20, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
 	19, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
@@ -3065,8 +3260,8 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	16, // 21: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	17, // 22: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
 	21, // 23: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	46, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	46, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	48, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	48, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
 	16, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	17, // 27: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
 	21, // 28: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
@@ -3084,14 +3279,14 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	14, // 40: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	2,  // 41: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
 	15, // 42: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	43, // 43: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	44, // 44: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	46, // 45: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	45, // 43: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	46, // 44: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	48, // 45: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
 	3,  // 46: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
 	21, // 47: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
 	14, // 48: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	14, // 49: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	46, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
+	48, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
 	16, // 51: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	34, // 52: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
 	35, // 53: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
@@ -3099,31 +3294,37 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	36, // 55: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
 	36, // 56: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
 	16, // 57: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	6,  // 58: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 59: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 60: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	12, // 61: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	24, // 62: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	26, // 63: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	29, // 64: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	32, // 65: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	37, // 66: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	39, // 67: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 68: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 69: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 70: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	13, // 71: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	25, // 72: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	27, // 73: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	31, // 74: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	33, // 75: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	38, // 76: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	40, // 77: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	68, // [68:78] is the sub-list for method output_type
-	58, // [58:68] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	41, // 58: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
+	16, // 59: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	42, // 60: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
+	35, // 61: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	34, // 62: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	3,  // 63: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	6,  // 64: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 65: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 66: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	12, // 67: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	24, // 68: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	26, // 69: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	29, // 70: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	32, // 71: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	37, // 72: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	39, // 73: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 74: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 75: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 76: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	13, // 77: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	25, // 78: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	27, // 79: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	31, // 80: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	33, // 81: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	38, // 82: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	40, // 83: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	74, // [74:84] is the sub-list for method output_type
+	64, // [64:74] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
@@ -3138,7 +3339,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc), len(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -222,6 +222,28 @@ class ImportCluster(_message.Message):
     missing_ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
     def __init__(self, cluster_id: _Optional[str] = ..., export_create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., endpoint_groups: _Optional[_Iterable[_Union[EndpointGroup, _Mapping]]] = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., export_update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class ImportDelta(_message.Message):
+    __slots__ = ["clusters", "header", "removed_cluster_ids", "service"]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_CLUSTER_IDS_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[ImportCluster]
+    header: ImportHeader
+    removed_cluster_ids: _containers.RepeatedScalarFieldContainer[str]
+    service: ServiceKey
+    def __init__(self, service: _Optional[_Union[ServiceKey, _Mapping]] = ..., header: _Optional[_Union[ImportHeader, _Mapping]] = ..., clusters: _Optional[_Iterable[_Union[ImportCluster, _Mapping]]] = ..., removed_cluster_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ImportHeader(_message.Message):
+    __slots__ = ["conflicts", "spec", "winning_cluster_id"]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    WINNING_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    conflicts: _containers.RepeatedScalarFieldContainer[ConflictReason]
+    spec: ImportSpec
+    winning_cluster_id: str
+    def __init__(self, spec: _Optional[_Union[ImportSpec, _Mapping]] = ..., winning_cluster_id: _Optional[str] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ...) -> None: ...
+
 class ImportSpec(_message.Message):
     __slots__ = ["annotations", "internal_traffic_policy", "ip_families", "labels", "ports", "session_affinity", "session_affinity_config", "traffic_distribution", "type"]
     class AnnotationsEntry(_message.Message):
@@ -433,32 +455,40 @@ class SyncExportsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ExportResult, _Mapping]]] = ..., deleted_exports: _Optional[int] = ...) -> None: ...
 
 class WatchImportsRequest(_message.Message):
-    __slots__ = ["clusterset", "include_endpoints", "namespace", "resume_epoch", "resume_revision"]
+    __slots__ = ["cluster_deltas", "clusterset", "include_endpoints", "namespace", "resume_epoch", "resume_revision", "snapshot_page_size"]
     CLUSTERSET_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_DELTAS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     RESUME_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RESUME_REVISION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    cluster_deltas: bool
     clusterset: str
     include_endpoints: bool
     namespace: str
     resume_epoch: str
     resume_revision: int
-    def __init__(self, clusterset: _Optional[str] = ..., namespace: _Optional[str] = ..., include_endpoints: bool = ..., resume_revision: _Optional[int] = ..., resume_epoch: _Optional[str] = ...) -> None: ...
+    snapshot_page_size: int
+    def __init__(self, clusterset: _Optional[str] = ..., namespace: _Optional[str] = ..., include_endpoints: bool = ..., resume_revision: _Optional[int] = ..., resume_epoch: _Optional[str] = ..., cluster_deltas: bool = ..., snapshot_page_size: _Optional[int] = ...) -> None: ...
 
 class WatchImportsResponse(_message.Message):
-    __slots__ = ["deletes", "epoch", "revision", "snapshot", "upserts"]
+    __slots__ = ["deletes", "deltas", "epoch", "revision", "snapshot", "snapshot_continues", "upserts"]
     DELETES_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_CONTINUES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     UPSERTS_FIELD_NUMBER: _ClassVar[int]
     deletes: _containers.RepeatedCompositeFieldContainer[ServiceKey]
+    deltas: _containers.RepeatedCompositeFieldContainer[ImportDelta]
     epoch: str
     revision: int
     snapshot: bool
+    snapshot_continues: bool
     upserts: _containers.RepeatedCompositeFieldContainer[ServiceImport]
-    def __init__(self, epoch: _Optional[str] = ..., revision: _Optional[int] = ..., snapshot: bool = ..., upserts: _Optional[_Iterable[_Union[ServiceImport, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[ServiceKey, _Mapping]]] = ...) -> None: ...
+    def __init__(self, epoch: _Optional[str] = ..., revision: _Optional[int] = ..., snapshot: bool = ..., upserts: _Optional[_Iterable[_Union[ServiceImport, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[ServiceKey, _Mapping]]] = ..., deltas: _Optional[_Iterable[_Union[ImportDelta, _Mapping]]] = ..., snapshot_continues: bool = ...) -> None: ...
 
 class LeaseState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,59 @@
+package registryclient
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+)
+
+type recorder struct{ calls [][]types.NamespacedName }
+
+func (r *recorder) ImportsChanged(_ context.Context, keys []types.NamespacedName) {
+	r.calls = append(r.calls, slices.Clone(keys))
+}
+
+// TestImportWatchPagesAndDeltas: a snapshot in pages is applied only at its last page (the
+// importer never sees a partial set, which would delete the imports not yet received),
+// and cluster deltas patch the imports held.
+func TestImportWatchPagesAndDeltas(t *testing.T) {
+	w := &ImportWatch{}
+	rec := &recorder{}
+	w.onChange = func(keys []types.NamespacedName) { rec.ImportsChanged(context.Background(), keys) }
+	w.apply(snapshot("e1", 3, imp("old", "a")))
+	rec.calls = nil
+
+	first := snapshot("e1", 7, imp("pool", "a"))
+	first.SnapshotContinues = true
+	w.apply(first)
+	if got := view(w); got != "old=a" || len(rec.calls) != 0 || w.rev != 3 {
+		t.Fatalf("after the first page: view %q, %d notifications, revision %d; want the old state untouched", got, len(rec.calls), w.rev)
+	}
+	w.apply(&registryv1.WatchImportsResponse{Epoch: "e1", Revision: 7, Upserts: []*registryv1.ServiceImport{imp("router", "b")}})
+	if got := view(w); got != "pool=a router=b" || w.rev != 7 || len(rec.calls) != 1 {
+		t.Fatalf("after the last page: view %q, revision %d, %d notifications", got, w.rev, len(rec.calls))
+	}
+
+	// Cluster c joins pool, and a new import arrives as a delta with its header.
+	joined := imp("pool", "c").GetClusters()[0]
+	w.apply(&registryv1.WatchImportsResponse{Epoch: "e1", Revision: 8, Deltas: []*registryv1.ImportDelta{
+		{Service: &registryv1.ServiceKey{Namespace: "default", Name: "pool"}, Clusters: []*registryv1.ImportCluster{joined}},
+		{Service: &registryv1.ServiceKey{Namespace: "default", Name: "gateway"}, Header: &registryv1.ImportHeader{Spec: &registryv1.ImportSpec{}}, Clusters: imp("gateway", "b").GetClusters()},
+	}})
+	if got := view(w); got != "gateway=b pool=a,c router=b" {
+		t.Fatalf("after deltas: %q", got)
+	}
+	w.apply(&registryv1.WatchImportsResponse{Epoch: "e1", Revision: 9, Deltas: []*registryv1.ImportDelta{
+		{Service: &registryv1.ServiceKey{Namespace: "default", Name: "pool"}, RemovedClusterIds: []string{"a"}},
+	}, Deletes: []*registryv1.ServiceKey{{Namespace: "default", Name: "router"}}})
+	if got := view(w); got != "gateway=b pool=c" || w.rev != 9 {
+		t.Fatalf("after a removal and a delete: %q at revision %d", got, w.rev)
+	}
+	last := rec.calls[len(rec.calls)-1]
+	if len(last) != 2 {
+		t.Fatalf("last notification %v, want pool and router", last)
+	}
+}
