@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,22 @@ func BenchmarkClustersetMemory(b *testing.B) {
 }
 
 // BenchmarkFanout100Watchers measures the time from one export write (store write and
-// cache refresh, as the server does) until the last of 100 open watches has the change.
+// cache refresh, as the server does) until the last of 100 open watches has the change,
+// with whole imports and with cluster deltas, and the size of the message they get
+// (encoded once for all of them).
 func BenchmarkFanout100Watchers(b *testing.B) {
+	for _, form := range []struct {
+		name   string
+		filter Filter
+	}{
+		{"whole-imports", Filter{IncludeEndpoints: true}},
+		{"cluster-deltas", Filter{IncludeEndpoints: true, ClusterDeltas: true}},
+	} {
+		b.Run(form.name, func(b *testing.B) { benchFanout(b, form.filter) })
+	}
+}
+
+func benchFanout(b *testing.B, f Filter) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := memory.New()
@@ -82,7 +97,7 @@ func BenchmarkFanout100Watchers(b *testing.B) {
 	}
 	watchers := make([]*Watcher, 100)
 	for i := range watchers {
-		w, err := cache.Watch(ctx, "prod", Filter{IncludeEndpoints: true}, 0, "", 0)
+		w, err := cache.Watch(ctx, "prod", f, 0, "", 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,14 +107,24 @@ func BenchmarkFanout100Watchers(b *testing.B) {
 		watchers[i] = w
 	}
 	var wg sync.WaitGroup
+	var size atomic.Int64
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		wg.Add(len(watchers))
-		for _, w := range watchers {
+		for j, w := range watchers {
 			go func() {
 				defer wg.Done()
-				if _, err := w.Next(ctx); err != nil {
+				msg, err := w.Next(ctx)
+				if err != nil {
 					b.Error(err)
+					return
+				}
+				data, err := msg.EncodedProto()
+				if err != nil {
+					b.Error(err)
+				}
+				if j == 0 {
+					size.Store(int64(len(data)))
 				}
 			}()
 		}
@@ -112,4 +137,5 @@ func BenchmarkFanout100Watchers(b *testing.B) {
 		}
 		wg.Wait()
 	}
+	b.ReportMetric(float64(size.Load()), "bytes/msg")
 }
