@@ -46,8 +46,13 @@ func dialRaw(tb testing.TB, addr string) *grpc.ClientConn {
 	return conn
 }
 
-// revisionOnly is a WatchImportsResponse read for its revision (field 2) alone.
-type revisionOnly int64
+// revisionOnly is a WatchImportsResponse read for its revision (field 2) and
+// snapshot_continues (field 7) alone, and its size on the wire.
+type revisionOnly struct {
+	rev       int64
+	continues bool
+	size      int
+}
 
 // revisionCodec sends requests as protobuf and reads answers into a revisionOnly.
 type revisionCodec struct{}
@@ -59,18 +64,24 @@ func (revisionCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (revisionCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := data.Materialize()
+	out := v.(*revisionOnly)
+	out.size = len(b)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if num == 2 && typ == protowire.VarintType {
+		if (num == 2 || num == 7) && typ == protowire.VarintType {
 			x, m := protowire.ConsumeVarint(b)
 			if m < 0 {
 				return protowire.ParseError(m)
 			}
-			*v.(*revisionOnly) = revisionOnly(x)
+			if num == 2 {
+				out.rev = int64(x)
+			} else {
+				out.continues = x != 0
+			}
 			b = b[m:]
 			continue
 		}
@@ -105,11 +116,13 @@ func cpuSeconds(pid int) float64 {
 // once: the time until every one has its snapshot, and the RSS. Then 200 PutExports, one
 // at a time, each changing one endpoint of one Service, with the W watches following: the
 // p50 and p99 time until every watch has the change, the floor of the same run (the
-// PutExport's own round trip, p50), and the writes per second.
+// PutExport's own round trip, p50), the writes per second, and the bytes of one change's
+// message. The watches ask what the controller asks: cluster deltas, snapshots in pages of
+// 256 imports (LOAD_WATCH=whole: whole imports in one snapshot message, the older form).
 //
 //	cd test && go test -run '^$' -bench 'RegistryLoad/memory' -benchtime 1x -timeout 30m ./integration/
 //	LOAD_CLUSTERS=100 LOAD_SERVICES=1000 LOAD_ENDPOINTS=10 LOAD_WATCHES=100 (the default for memory);
-//	LOAD_REGISTRY_LOG=<file> keeps the registry log.
+//	LOAD_REGISTRY_LOG=<file> keeps the registry log; LOAD_WATCH=whole watches whole imports.
 //	cd test && go test -run '^$' -bench 'RegistryLoad/dynamodb' -benchtime 1x ./integration/  (10 × 100 × 10)
 func BenchmarkRegistryLoad(b *testing.B) {
 	for _, tc := range []struct {
@@ -189,6 +202,12 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 		mu  sync.Mutex
 		rev int64
 		at  time.Time
+		// messages and bytes after the snapshot
+		messages, bytes int
+	}
+	req := &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true, ClusterDeltas: true, SnapshotPageSize: 256}
+	if os.Getenv("LOAD_WATCH") == "whole" {
+		req = &registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true}
 	}
 	states := make([]*watchState, watches)
 	snapshots := make(chan struct{}, watches)
@@ -205,7 +224,7 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 			// registry, to many GiB.
 			stream, err := conn.NewStream(wctx, &grpc.StreamDesc{ServerStreams: true}, "/globaldiscoverymcs.registry.v1.RegistryService/WatchImports", grpc.ForceCodecV2(revisionCodec{}))
 			if err == nil {
-				err = stream.SendMsg(&registryv1.WatchImportsRequest{Clusterset: "prod", IncludeEndpoints: true})
+				err = stream.SendMsg(req)
 			}
 			if err == nil {
 				err = stream.CloseSend()
@@ -225,8 +244,15 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 					}
 					return
 				}
+				if rev.continues {
+					continue // a page of the snapshot: the watch has it at the last page
+				}
 				st.mu.Lock()
-				st.rev, st.at = int64(rev), time.Now()
+				st.rev, st.at = rev.rev, time.Now()
+				if !first {
+					st.messages++
+					st.bytes += rev.size
+				}
 				st.mu.Unlock()
 				if first {
 					first = false
@@ -313,6 +339,15 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 		}
 	}
 	b.ReportMetric(float64(writes)/time.Since(start).Seconds(), "writes/s-followed")
+	var messages, bytes int
+	for _, st := range states {
+		st.mu.Lock()
+		messages, bytes = messages+st.messages, bytes+st.bytes
+		st.mu.Unlock()
+	}
+	if messages > 0 {
+		b.ReportMetric(float64(bytes)/float64(messages), "bytes/change-message")
+	}
 	stop()
 	if os.Getenv("LOAD_REGISTRY_LOG") != "" {
 		_ = os.WriteFile(os.Getenv("LOAD_REGISTRY_LOG"), []byte(reg.Output()), 0o644) // the registry log, for a closer look
