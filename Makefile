@@ -21,13 +21,13 @@ BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false
 
-.PHONY: demo e2e tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e tools-coredns tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
 ## Tools -------------------------------------------------------------------------------
 
-tools: tools-npm tools-proto tools-k8s tools-helm tools-promtool
+tools: tools-npm tools-proto tools-k8s tools-coredns tools-helm tools-promtool
 
 tools-npm: node_modules/.installed
 node_modules/.installed: package.json package-lock.json api/gen/ts/package.json examples/ts/package.json
@@ -39,6 +39,9 @@ tools-proto:
 
 tools-k8s:
 	bash hack/build-k8s.sh
+
+tools-coredns:
+	bash hack/build-coredns.sh
 
 tools-helm:
 	bash hack/build-helm.sh

@@ -21,6 +21,13 @@ require (
 )
 
 require (
+	github.com/google/go-containerregistry v0.22.1
+	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+)
+
+require (
 	github.com/ai-dynamo/global-discovery-mcs/gds-client v0.0.0-00010101000000-000000000000
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

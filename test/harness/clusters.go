@@ -36,8 +36,16 @@ type Cluster struct {
 	Kubeconfig string
 	// ServiceCIDR is the cluster's service IP range.
 	ServiceCIDR string
+	// Nodes are the cluster's real nodes (ClusterOptions.Nodes); none by default.
+	Nodes []*Node
+	// PodCIDR is the pod range of a cluster with nodes.
+	PodCIDR string
+	// DNSIP is the ClusterIP of the cluster's DNS (kube-system/kube-dns) when it has nodes.
+	DNSIP string
 
-	env *envtest.Environment
+	env     *envtest.Environment
+	apiPort int
+	certDir string
 }
 
 // ClusterOptions configure StartClusters.
@@ -48,6 +56,11 @@ type ClusterOptions struct {
 	Dir string
 	// SkipCRDs leaves the MCS and ClusterProperty CRDs out.
 	SkipCRDs bool
+	// Nodes gives every cluster one real node (containerd, kubelet and kube-proxy in the
+	// node's own network namespace), kube-scheduler, the controllers of a real cluster and
+	// CoreDNS, so Deployments run real pods from locally built images. Needs root, and the
+	// Debian packages .ci/run installs; see docs/development.md.
+	Nodes bool
 }
 
 // ClusterPropertyCRD returns the ClusterProperty CRD (YAML) this project writes.
@@ -87,13 +100,20 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	}
 	clusters := make([]*Cluster, len(opts.Names))
 	errs := make([]error, len(opts.Names))
+	nodes := make([]*Node, len(opts.Names))
 	var wg sync.WaitGroup
 	for i, name := range opts.Names {
 		ports := clusterPorts{apiServer: FreePort(tb), etcd: FreePort(tb), etcdPeer: FreePort(tb)}
+		serviceCIDR := fmt.Sprintf("10.%d.0.0/16", 96+i)
+		certDir := ""
+		if opts.Nodes {
+			nodes[i] = nodeFor(nodeNet.acquire(tb), name)
+			certDir = nodeClusterCerts(tb, filepath.Join(opts.Dir, name+"-pki"), serviceCIDR)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(name, fmt.Sprintf("10.%d.0.0/16", 96+i), assets, opts.Dir, crds, ports)
+			clusters[i], errs[i] = startCluster(name, serviceCIDR, assets, opts.Dir, crds, ports, certDir)
 		}()
 	}
 	wg.Wait()
@@ -109,13 +129,18 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 			tb.Fatalf("harness: start cluster %s: %v", opts.Names[i], err)
 		}
 	}
+	if opts.Nodes {
+		for i, c := range clusters {
+			c.startWithNode(tb, nodes[i])
+		}
+	}
 	return clusters
 }
 
 // clusterPorts are the ports of one cluster's control plane.
 type clusterPorts struct{ apiServer, etcd, etcdPeer int }
 
-func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1.CustomResourceDefinition, ports clusterPorts) (*Cluster, error) {
+func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1.CustomResourceDefinition, ports clusterPorts, certDir string) (*Cluster, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDs:                  crds,
@@ -129,6 +154,22 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	// Owner references with blockOwnerDeletion need the owner's finalizers subresource, as
 	// on clusters that enforce it: the chart's RBAC must grant that.
 	api.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	if certDir != "" {
+		// A cluster with nodes: kubelets and pods reach the apiserver on the node bridge,
+		// through the kubernetes Service, with a serving certificate for those names, and
+		// pods get ServiceAccount tokens.
+		api.CertDir = certDir
+		ca, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+		if err != nil {
+			return nil, err
+		}
+		api.SecureServing.CA = ca
+		api.Configure().Set("bind-address", "0.0.0.0")
+		api.Configure().Set("advertise-address", HostIP)
+		api.Configure().Set("disable-admission-plugins", "")
+		api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+		api.Configure().Set("allow-privileged", "true")
+	}
 	etcd := &envtest.Etcd{}
 	env.ControlPlane.Etcd = etcd
 	etcd.URL = &url.URL{Scheme: "http", Host: Addr(ports.etcd)}
@@ -139,7 +180,7 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 		_ = env.Stop()
 		return nil, err
 	}
-	c := &Cluster{Name: name, Config: cfg, ServiceCIDR: serviceCIDR, env: env}
+	c := &Cluster{Name: name, Config: cfg, ServiceCIDR: serviceCIDR, env: env, apiPort: ports.apiServer, certDir: certDir}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
 		if err := add(scheme); err != nil {

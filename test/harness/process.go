@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,10 +46,20 @@ func (b *syncBuffer) String() string {
 // StartProcess starts path with args and stops it when the test ends.
 func StartProcess(tb testing.TB, name, path string, args ...string) *Process {
 	tb.Helper()
+	return startProcess(tb, name, nil, path, args...)
+}
+
+// startProcess is StartProcess with the output also written to log (a node's log files).
+func startProcess(tb testing.TB, name string, log io.Writer, path string, args ...string) *Process {
+	tb.Helper()
 	p := &Process{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
+	var out io.Writer = p.out
+	if log != nil {
+		out = io.MultiWriter(p.out, log)
+	}
+	p.cmd.Stdout = out
+	p.cmd.Stderr = out
 	p.cmd.Env = os.Environ()
 	// Own process group: a stop reaches children too, and nothing outlives the test.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
