@@ -6,7 +6,8 @@
 #   make image      the image as an OCI tarball in dist/, with no Docker engine
 #   make release    binaries, chart package and image tarball for every platform in dist/
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
-#   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it
+#   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it;
+#                   NODES=1 gives every cluster a real node
 #   make e2e        the end-to-end test on that clusterset, with fault figures
 #   make run        mcs-registry alone with the memory store on :9090/:8080/:9091
 
@@ -133,8 +134,11 @@ fuzz:
 test-integration:
 	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
+# `make demo NODES=1` gives every cluster a real node (containerd, kubelet, kube-proxy;
+# needs root) and runs the sample as real pods.
+NODES ?=
 demo: tools build
-	cd test && DEMO=1 go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
+	cd test && DEMO=1 DEMO_NODES=$(NODES) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
 
 e2e: tools build
 	cd test && go test -count=1 -v -timeout 20m -run '^TestEndToEnd$$' ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|FIGURE|_test.go'

@@ -51,6 +51,9 @@ type Options struct {
 	KubeconfigDir string
 	// ControllerArgs are added to every controller's flags.
 	ControllerArgs []string
+	// Nodes gives every cluster a real node (harness.ClusterOptions.Nodes): workloads are
+	// Deployments of real pods whose EndpointSlices follow their real readiness.
+	Nodes bool
 }
 
 var members = []struct{ id, region, prefix string }{
@@ -71,15 +74,21 @@ func Start(tb testing.TB, opts Options) *Clusterset {
 	for i, m := range members {
 		names[i] = m.id
 	}
-	clusters := harness.StartClusters(tb, harness.ClusterOptions{Names: names, Dir: opts.KubeconfigDir})
+	nodeLabels := map[string]map[string]string{}
+	for _, m := range members {
+		nodeLabels[m.id] = map[string]string{"topology.kubernetes.io/region": m.region, "topology.kubernetes.io/zone": m.region + "a"}
+	}
+	clusters := harness.StartClusters(tb, harness.ClusterOptions{Names: names, Dir: opts.KubeconfigDir, Nodes: opts.Nodes, NodeLabels: nodeLabels})
 	if cs.KubeconfigDir == "" {
 		cs.KubeconfigDir = dirOf(clusters[0].Kubeconfig)
 	}
 	for i, c := range clusters {
 		m := &Member{Cluster: c, ID: members[i].id, Region: members[i].region, PodPrefix: members[i].prefix}
-		c.StartControllerManager(tb)
-		if _, err := c.CreateNode(ctx, "node-"+m.ID, map[string]string{"topology.kubernetes.io/region": m.Region, "topology.kubernetes.io/zone": m.Region + "a"}); err != nil {
-			tb.Fatal(err)
+		if !opts.Nodes {
+			c.StartControllerManager(tb)
+			if _, err := c.CreateNode(ctx, "node-"+m.ID, nodeLabels[m.ID]); err != nil {
+				tb.Fatal(err)
+			}
 		}
 		mustNamespace(tb, ctx, c, "global-discovery")
 		m.ControllerArgs = append([]string{
@@ -158,7 +167,10 @@ func (m *Member) Deploy(tb testing.TB, w Workload) {
 	if err := m.Client.Create(ctx, svc); err != nil {
 		tb.Fatalf("%s: create Service %s/%s: %v", m.ID, w.Namespace, w.Name, err)
 	}
-	for i := range w.Replicas {
+	if len(m.Nodes) > 0 {
+		m.Apply(tb, harness.DecodeYAML(tb, w.Name, []byte(fmt.Sprintf(httpDeployment, w.Namespace, w.Name, w.Replicas, harness.BusyboxImage, w.PortName, w.TargetPort)))...)
+	}
+	for i := 0; i < w.Replicas && len(m.Nodes) == 0; i++ {
 		if _, err := m.CreatePod(ctx, harness.PodSpec{
 			Namespace: w.Namespace, Name: fmt.Sprintf("%s-%d", w.Name, i), Node: "node-" + m.ID,
 			IP: fmt.Sprintf("%s.%d", m.PodPrefix, w.FirstIP+i), Ready: true, Labels: map[string]string{"app": w.Name},
@@ -186,3 +198,31 @@ func (cs *Clusterset) DeploySample(tb testing.TB) {
 	cs.Members[0].Deploy(tb, Workload{Namespace: "global-discovery", Name: "global-router", Port: 8000, TargetPort: 8000, Headless: true, Replicas: 2, FirstIP: 50})
 	cs.Members[1].Deploy(tb, Workload{Namespace: "global-discovery", Name: "global-router", Port: 8000, TargetPort: 8000, Headless: true, Replicas: 1, FirstIP: 50})
 }
+
+// httpDeployment is a workload of real pods on a cluster with nodes: busybox's httpd
+// answering its pod's name, Ready when it answers.
+const httpDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  replicas: %[3]d
+  selector:
+    matchLabels: {app: %[2]s}
+  template:
+    metadata:
+      labels: {app: %[2]s}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: http
+        image: %[4]s
+        imagePullPolicy: Never
+        command: ["/bin/sh", "-c", "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p %[6]d -h /tmp/www"]
+        ports:
+        - {name: %[5]s, containerPort: %[6]d}
+        readinessProbe:
+          httpGet: {path: /, port: %[5]s}
+          periodSeconds: 1
+`

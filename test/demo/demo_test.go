@@ -30,8 +30,23 @@ func fetch(url string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// TestDemo is `make demo` (DEMO=1; with DEMO_NODES=1, `make demo NODES=1`, every cluster
+// gets a real node and the sample runs as real pods).
 func TestDemo(t *testing.T) {
-	interactive := os.Getenv("DEMO") == "1"
+	runDemo(t, os.Getenv("DEMO") == "1", os.Getenv("DEMO_NODES") == "1")
+}
+
+// TestDemoOnNodes is `make demo NODES=1` as CI runs it: the same clusterset with a real
+// node per cluster, the sample as Deployments of real pods, listed by the Global Discovery
+// Service with their real addresses.
+func TestDemoOnNodes(t *testing.T) {
+	if os.Getenv("DEMO") == "1" {
+		t.Skip("the interactive demo is TestDemo")
+	}
+	runDemo(t, false, true)
+}
+
+func runDemo(t *testing.T, interactive, nodes bool) {
 	dir := t.TempDir()
 	if interactive {
 		root, err := harness.RepoRoot()
@@ -43,14 +58,20 @@ func TestDemo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fmt.Println(">> starting three local clusters (kube-apiserver, etcd, kube-controller-manager), the registry, three controllers and the Global Discovery Service")
+	what := "kube-apiserver, etcd, kube-controller-manager"
+	if nodes {
+		what += ", kube-scheduler, CoreDNS and a real node: containerd, kubelet, kube-proxy"
+	}
+	fmt.Printf(">> starting three local clusters (%s), the registry, three controllers and the Global Discovery Service\n", what)
 	start := time.Now()
-	cs := clusterset.Start(t, clusterset.Options{KubeconfigDir: dir})
+	cs := clusterset.Start(t, clusterset.Options{KubeconfigDir: dir, Nodes: nodes})
 	cs.DeploySample(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		pools, routers := fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers")
-		if strings.Count(pools, `"cluster_id"`) == 2 && strings.Count(routers, `"cluster_id"`) == 3 {
+		// On nodes, every address is a real pod's, from its cluster's pod range.
+		real := !nodes || strings.Count(routers, `"address":"`+strings.TrimSuffix(cs.Members[0].PodCIDR, "0.0/16")) == 2
+		if strings.Count(pools, `"cluster_id"`) == 2 && strings.Count(routers, `"cluster_id"`) == 3 && real {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -64,6 +85,9 @@ func TestDemo(t *testing.T) {
 	fmt.Println("clusters (kubectl --kubeconfig <file> ...)")
 	for _, m := range cs.Members {
 		fmt.Printf("  %-7s region %-10s kubeconfig %s  controller metrics http://%s/metrics\n", m.ID, m.Region, m.Kubeconfig, m.Controller.MetricsAddr)
+		for _, n := range m.Nodes {
+			fmt.Printf("          node %s at %s, pods %s, DNS %s, logs in %s\n", n.Name, n.IP, m.PodCIDR, m.DNSIP, n.Dir)
+		}
 	}
 	fmt.Printf("\nexported: dynamo/my-dgd-pool-relay (use1-a by label, usw2-a by ServiceExport), global-discovery/global-router (headless; use1-a, usw2-a)\n")
 	fmt.Printf("  kubectl --kubeconfig %s -n dynamo get serviceimports,services,endpointslices\n\n", cs.Members[2].Kubeconfig)

@@ -61,6 +61,9 @@ type ClusterOptions struct {
 	// CoreDNS, so Deployments run real pods from locally built images. Needs root, and the
 	// Debian packages .ci/run installs; see docs/development.md.
 	Nodes bool
+	// NodeLabels are labels of each cluster's node, by cluster name (for example the
+	// topology.kubernetes.io/region the controller reads); default: none.
+	NodeLabels map[string]map[string]string
 }
 
 // ClusterPropertyCRD returns the ClusterProperty CRD (YAML) this project writes.
@@ -108,6 +111,7 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 		certDir := ""
 		if opts.Nodes {
 			nodes[i] = nodeFor(nodeNet.acquire(tb), name)
+			nodes[i].Labels = opts.NodeLabels[name]
 			certDir = nodeClusterCerts(tb, filepath.Join(opts.Dir, name+"-pki"), serviceCIDR)
 		}
 		wg.Add(1)

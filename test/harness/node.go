@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,8 @@ type Node struct {
 	Dir string
 	// Netns is the node's network namespace (/run/netns/<Netns>).
 	Netns string
+	// Labels are set by kubelet when it registers the Node.
+	Labels map[string]string
 
 	index int
 	procs []*Process
@@ -106,7 +109,7 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override="+n.Name,
 		"--node-ip="+n.IP,
-		"--node-labels=topology.kubernetes.io/region=local,topology.kubernetes.io/zone="+c.Name,
+		"--node-labels="+n.labelsFlag(),
 		"--v=1",
 	)
 	proxy := binary(tb, filepath.Join("bin", "k8s", "kube-proxy"), "tools")
@@ -127,6 +130,16 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 		}
 		return "no Ready condition yet" + n.logTail()
 	})
+}
+
+// labelsFlag is kubelet's --node-labels: the node's Labels, sorted.
+func (n *Node) labelsFlag() string {
+	var kv []string
+	for k, v := range n.Labels {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ",")
 }
 
 // start runs one of the node's processes in its network namespace and cgroup, with its
