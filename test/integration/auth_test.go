@@ -187,8 +187,7 @@ func TestControllerClientCertificateRotation(t *testing.T) {
 	copyFile(t, short, cert)
 	copyFile(t, shortKey, key)
 
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	cl.StartController(t, "mcs-controller", "--registry-url=https://localhost:"+grpcPort, "--registry-tls-ca-file="+serverCA.CertFile,
 		"--registry-tls-cert-file="+cert, "--registry-tls-key-file="+key,
 		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=r", "--registry-call-timeout=2s")

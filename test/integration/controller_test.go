@@ -156,8 +156,7 @@ func TestControllerExportPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
 
 	// A ServiceExport without its Service.
@@ -434,8 +433,7 @@ func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {
 func TestControllerPendingLeaseExpiryAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	grpcPort := harness.FreePort(t)
 	grpcAddr := harness.Addr(grpcPort)
 	cl.StartController(t, "mcs-controller",
@@ -469,8 +467,7 @@ func TestControllerLeaderElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	args := controllerArgs(reg, "use1-a", "--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms")
 	first := cl.StartController(t, "mcs-controller-0", args...)
 	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
@@ -506,8 +503,7 @@ func TestControllerFailover(t *testing.T) {
 	defer cancel()
 	firstAddr := harness.Addr(harness.FreePort(t))
 	second := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	ctl := cl.StartController(t, "mcs-controller",
 		"--registry-url=http://"+firstAddr, "--registry-url=http://"+second.GRPCAddr, "--registry-allow-insecure-http",
 		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=us-east-1", "--registry-call-timeout=1s",
@@ -598,8 +594,7 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	ctl := cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
 	for _, name := range []string{"one", "two", "three"} {
 		mustCreate(t, cl, service("dynamo", name, 80), serviceExport("dynamo", name), slice("dynamo", name, name+"-x", "10.1.0.1"))
@@ -639,8 +634,7 @@ func TestControllerRestoresMissingExports(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a", "--lease-duration=6s", "--renew-interval=2s", "--verify-exports-every=1")...)
 	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"), slice("dynamo", "svc", "svc-x", "10.1.0.1"))
 	waitRegistryExports(t, reg, "[use1-a:dynamo/svc:10.1.0.1]")
@@ -662,8 +656,7 @@ func TestControllerLimitRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory", "--max-exports-per-cluster=1")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
 	mustCreate(t, cl, service("dynamo", "first", 80), serviceExport("dynamo", "first"), slice("dynamo", "first", "first-x", "10.1.0.1"))
 	waitExport(t, cl, "dynamo", "first", readyConditions, 30*time.Second)

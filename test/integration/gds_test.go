@@ -44,6 +44,15 @@ func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
+// memberCluster is the preamble of the single-cluster tests: one local cluster, use1-a,
+// with the namespace dynamo.
+func memberCluster(t *testing.T, ctx context.Context) *harness.Cluster {
+	t.Helper()
+	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
+	createNamespaces(t, ctx, cl.Client, "dynamo")
+	return cl
+}
+
 func createNamespaces(t *testing.T, ctx context.Context, c client.Client, names ...string) {
 	t.Helper()
 	for _, n := range names {

@@ -242,8 +242,7 @@ func TestImportLongNameAndHeadless(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
 	long := strings.Repeat("a", 63)
 	svc := service("dynamo", long, 80)

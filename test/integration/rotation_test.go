@@ -58,8 +58,7 @@ func TestCertificateRotation(t *testing.T) {
 	reg := harness.StartRegistry(t, "--store=memory", "--tls-cert-file="+regCert, "--tls-key-file="+regKey, "--client-ca-file="+regCA, "--trust-domain=example.org")
 	front := harness.Forward(t, reg.GRPCAddr)
 	_, frontPort, _ := net.SplitHostPort(front.Addr)
-	cl := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a"}})[0]
-	createNamespaces(t, ctx, cl.Client, "dynamo")
+	cl := memberCluster(t, ctx)
 	ctl := cl.StartController(t, "mcs-controller", "--registry-url=https://localhost:"+frontPort, "--registry-tls-ca-file="+ctlCA,
 		"--registry-tls-cert-file="+ctlCert, "--registry-tls-key-file="+ctlKey,
 		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=r", "--registry-call-timeout=2s",

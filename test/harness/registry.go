@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"testing"
+	"time"
+)
+
+// Registry is a running mcs-registry.
+type Registry struct {
+	*Process
+	GRPCAddr, RESTAddr, AdminAddr string
+	args                          []string
+}
+
+// StartRegistry starts bin/mcs-registry on free loopback ports with extra flags and waits
+// until /readyz answers.
+func StartRegistry(tb testing.TB, extra ...string) *Registry {
+	tb.Helper()
+	return StartRegistryAt(tb, Addr(FreePort(tb)), extra...)
+}
+
+// StartRegistryAt is StartRegistry with a given gRPC address, for a registry that clients
+// were told about before it started.
+func StartRegistryAt(tb testing.TB, grpcAddr string, extra ...string) *Registry {
+	tb.Helper()
+	r := &Registry{
+		GRPCAddr: grpcAddr, RESTAddr: Addr(FreePort(tb)), AdminAddr: Addr(FreePort(tb)),
+	}
+	r.args = append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text"}, extra...)
+	r.start(tb)
+	return r
+}
+
+func (r *Registry) start(tb testing.TB) {
+	tb.Helper()
+	r.Process = StartProcess(tb, "mcs-registry", Binary(tb, "mcs-registry"), r.args...)
+	r.WaitHTTP(tb, "http://"+r.AdminAddr+"/readyz", 30*time.Second)
+}
+
+// Restart stops the registry and starts it again on the same ports and flags.
+func (r *Registry) Restart(tb testing.TB) {
+	tb.Helper()
+	r.Stop(15 * time.Second)
+	r.start(tb)
+}
