@@ -91,40 +91,53 @@ func TestRealNodes(t *testing.T) {
 	})
 
 	t.Run("PortForward", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cmd := exec.CommandContext(ctx, kubectlPath(t), "--kubeconfig", a.Kubeconfig, "port-forward", "-n", ns, "pod/"+registryPod.Name, ":9091")
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = cmd.Stdout
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { cancel(); _ = cmd.Wait() }()
-		lines := bufio.NewScanner(stdout)
-		re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
-		port := ""
-		for port == "" && lines.Scan() {
-			if m := re.FindStringSubmatch(lines.Text()); m != nil {
-				port = m[1]
-			}
-		}
-		if port == "" {
-			t.Fatalf("kubectl port-forward printed no local port (%v)", lines.Err())
-		}
-		go func() { _, _ = io.Copy(io.Discard, stdout) }()
-		resp, err := http.Get("http://127.0.0.1:" + port + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-			t.Fatalf("/readyz through kubectl port-forward: %s %q", resp.Status, body)
+		port := portForward(t, a, ns, "pod/"+registryPod.Name, 9091)
+		body, err := httpGet("http://127.0.0.1:" + port + "/readyz")
+		if err != nil || body != "ok" {
+			t.Fatalf("/readyz through kubectl port-forward: %q, %v", body, err)
 		}
 	})
+}
+
+// portForward runs `kubectl port-forward -n ns target :remotePort` until the test ends and
+// returns the local port it printed.
+func portForward(t *testing.T, c *harness.Cluster, ns, target string, remotePort int) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, kubectlPath(t), "--kubeconfig", c.Kubeconfig, "port-forward", "-n", ns, target, fmt.Sprintf(":%d", remotePort))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
+	for lines.Scan() {
+		if m := re.FindStringSubmatch(lines.Text()); m != nil {
+			go func() { _, _ = io.Copy(io.Discard, stdout) }()
+			return m[1]
+		}
+	}
+	t.Fatalf("kubectl port-forward %s printed no local port (%v)", target, lines.Err())
+	return ""
+}
+
+// httpGet returns the trimmed body of a 200 answer.
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), nil
 }
 
 // waitReady waits for the one Pod with labels to be Ready and returns it.

@@ -1,0 +1,228 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// TestManualOnNodes installs the chart as the manual says, on three clusters with real
+// nodes and the project image: the registry's cluster gets one release with the registry
+// and a controller (memory store, plaintext), the other two a controller each, dialling the
+// registry's gRPC Service on its node. A Service exported from two clusters is then reached
+// from a pod of the third through the ServiceImport's IP (the derived Service, kube-proxy),
+// and answers from both.
+func TestManualOnNodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
+	}
+	start := time.Now()
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	regions := map[string]string{"use1-a": "us-east-1", "usw2-a": "us-west-2", "euw1-a": "eu-west-1"}
+	labels := map[string]map[string]string{}
+	for _, id := range ids {
+		labels[id] = map[string]string{"topology.kubernetes.io/region": regions[id]}
+	}
+	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true}) // the chart installs the CRDs
+	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
+	t.Logf("FIGURE three clusters with a Ready node each: %s", time.Since(start).Round(time.Second))
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(root, "charts", "global-discovery-mcs")
+	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
+	image := []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
+
+	// The registry's cluster: registry and controller in one release; the gRPC Service as a
+	// NodePort, which the other clusters' pods reach on the node's address.
+	helm(t, use1, append([]string{"install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--create-namespace",
+		"--set", "registry.enabled=true", "--set", "controller.enabled=true",
+		"--set", "controller.registryAllowInsecureHttp=true",
+		"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=use1-a",
+		"--set", "registry.grpcService.enabled=true", "--set", "registry.grpcService.type=NodePort"}, image...)...)
+	grpcSvc := &corev1.Service{}
+	if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpcSvc); err != nil {
+		t.Fatal(err)
+	}
+	registryURL := fmt.Sprintf("http://%s:%d", use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
+	for _, c := range []*harness.Cluster{usw2, euw1} {
+		helm(t, c, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system", "--create-namespace",
+			"--set", "registry.enabled=false", "--set", "controller.enabled=true",
+			"--set", "controller.registryUrls={" + registryURL + "}", "--set", "controller.registryAllowInsecureHttp=true",
+			"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=" + c.Name}, image...)...)
+	}
+	for _, c := range clusters {
+		waitDeploymentAvailable(t, c, "mcs-system", "mcs-controller")
+	}
+	waitDeploymentAvailable(t, use1, "mcs-system", "mcs-registry")
+	t.Logf("FIGURE chart installed, registry and controllers Ready: %s", time.Since(start).Round(time.Second))
+
+	// The manual's check: every cluster's lease is active, read through
+	// `kubectl port-forward deployment/mcs-registry 8080:8080`.
+	pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 8080)
+	harness.Eventually(t, "every cluster LEASE_STATE_ACTIVE", time.Minute, func() string {
+		body, err := httpGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
+		if err != nil {
+			return err.Error()
+		}
+		var doc struct {
+			Clusters []struct {
+				ClusterID string `json:"clusterId"`
+				Region    string `json:"region"`
+				Lease     struct {
+					State string `json:"state"`
+				} `json:"lease"`
+			} `json:"clusters"`
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			return err.Error() + ": " + body
+		}
+		active := 0
+		for _, c := range doc.Clusters {
+			if c.Lease.State == "LEASE_STATE_ACTIVE" && c.Region == regions[c.ClusterID] {
+				active++
+			}
+		}
+		if active != len(ids) {
+			return body
+		}
+		return ""
+	})
+
+	// A Service exported from use1-a (by label) and usw2-a (by ServiceExport), served by
+	// real pods.
+	for _, c := range []*harness.Cluster{use1, usw2, euw1} {
+		c.Apply(t, harness.DecodeYAML(t, "ns", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dynamo\n"))...)
+	}
+	for i, c := range []*harness.Cluster{use1, usw2} {
+		svcLabels := "" // exported by a ServiceExport
+		if i == 0 {
+			svcLabels = `dynamo.nvidia.com/mcs-export: "true"` // exported by the label
+		}
+		c.Apply(t, harness.DecodeYAML(t, "echo", []byte(fmt.Sprintf(echoWorkload, c.Name, harness.BusyboxImage, svcLabels)))...)
+		if i == 1 {
+			c.Apply(t, harness.DecodeYAML(t, "export", []byte("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata:\n  name: echo\n  namespace: dynamo\n"))...)
+		}
+	}
+	exported := time.Now()
+	var ip string
+	harness.Eventually(t, "euw1-a imports dynamo/echo from both clusters with a clusterset IP", 2*time.Minute, func() string {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "echo"}, si); err != nil {
+			return err.Error()
+		}
+		if len(si.Spec.IPs) == 0 || len(si.Status.Clusters) != 2 {
+			return fmt.Sprintf("ips %v, clusters %v", si.Spec.IPs, si.Status.Clusters)
+		}
+		ip = si.Spec.IPs[0]
+		return ""
+	})
+	t.Logf("FIGURE export in two clusters → imported in the third with its clusterset IP: %s", time.Since(exported).Round(100*time.Millisecond))
+
+	euw1.Apply(t, harness.DecodeYAML(t, "client", []byte(fmt.Sprintf(busyboxPod, "client", "dynamo", harness.BusyboxImage, "sleep 100000")))...)
+	harness.Eventually(t, "client pod Running in euw1-a", 2*time.Minute, func() string {
+		p := &corev1.Pod{}
+		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "client"}, p); err != nil {
+			return err.Error()
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return string(p.Status.Phase)
+		}
+		return ""
+	})
+	// Through the ServiceImport's IP, the answers come from both source clusters' pods.
+	seen := map[string]bool{}
+	harness.Eventually(t, "answers from both clusters through "+ip, time.Minute, func() string {
+		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
+		if err != nil {
+			return fmt.Sprintf("%v: %s", err, out)
+		}
+		seen[strings.TrimSpace(out)] = true
+		if !seen["echo from use1-a"] || !seen["echo from usw2-a"] {
+			return fmt.Sprintf("seen %v", seen)
+		}
+		return ""
+	})
+}
+
+func helm(t *testing.T, c *harness.Cluster, args ...string) {
+	t.Helper()
+	out, err := exec.Command(harness.Binary(t, "helm"), append(args, "--kubeconfig", c.Kubeconfig)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s in %s: %v\n%s", strings.Join(args[:2], " "), c.Name, err, out)
+	}
+}
+
+func waitDeploymentAvailable(t *testing.T, c *harness.Cluster, ns, name string) {
+	t.Helper()
+	harness.Eventually(t, fmt.Sprintf("deployment %s/%s available in %s", ns, name, c.Name), 2*time.Minute, func() string {
+		d := &appsv1.Deployment{}
+		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			return err.Error()
+		}
+		if d.Status.AvailableReplicas < 1 {
+			var pods corev1.PodList
+			_ = c.Client.List(context.Background(), &pods, client.InNamespace(ns))
+			var states []string
+			for _, p := range pods.Items {
+				for _, s := range p.Status.ContainerStatuses {
+					states = append(states, fmt.Sprintf("%s/%s ready=%v %+v", p.Name, s.Name, s.Ready, s.State))
+				}
+			}
+			return fmt.Sprintf("available %d: %v", d.Status.AvailableReplicas, states)
+		}
+		return ""
+	})
+}
+
+// echoWorkload is a Deployment of two busybox httpd pods answering "echo from <cluster>",
+// with its Service and its labels (%[3]s).
+const echoWorkload = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: echo
+  namespace: dynamo
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: echo}
+  template:
+    metadata:
+      labels: {app: echo}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: http
+        image: %[2]s
+        imagePullPolicy: Never
+        command: ["/bin/sh", "-c", "mkdir -p /tmp/www && echo 'echo from %[1]s' > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+        ports:
+        - {name: http, containerPort: 8080}
+        readinessProbe:
+          httpGet: {path: /, port: http}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: echo
+  namespace: dynamo
+  labels: {%[3]s}
+spec:
+  selector: {app: echo}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+`
