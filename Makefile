@@ -118,6 +118,7 @@ test: tools build lint check-generate test-unit test-integration
 
 test-unit:
 	@for m in api registry controller admin gds-client; do (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+	cd tools/coredns && GOWORK=off go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz
 
 # Fuzzing with a budget in executions, not seconds: Go 1.26's fuzz coordinator can report

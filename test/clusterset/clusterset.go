@@ -65,8 +65,6 @@ var members = []struct{ id, region, prefix string }{
 // Start starts the clusterset; everything stops when the test ends.
 func Start(tb testing.TB, opts Options) *Clusterset {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	cs := &Clusterset{KubeconfigDir: opts.KubeconfigDir}
 	cs.Registry = harness.StartRegistry(tb, "--store=memory")
 	cs.Front = harness.Forward(tb, cs.Registry.GRPCAddr)
@@ -82,6 +80,9 @@ func Start(tb testing.TB, opts Options) *Clusterset {
 	if cs.KubeconfigDir == "" {
 		cs.KubeconfigDir = dirOf(clusters[0].Kubeconfig)
 	}
+	// From here: clusters with nodes may have waited for another test process's nodes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	for i, c := range clusters {
 		m := &Member{Cluster: c, ID: members[i].id, Region: members[i].region, PodPrefix: members[i].prefix}
 		if !opts.Nodes {

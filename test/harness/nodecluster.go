@@ -121,7 +121,8 @@ var nodeClusterControllers = []string{
 }
 
 // corednsManifest is the cluster's DNS: CoreDNS serving cluster.local from the API, as
-// kubeadm installs it (its RBAC, ConfigMap, Deployment and the kube-dns Service).
+// kubeadm installs it (its RBAC, ConfigMap, Deployment and the kube-dns Service), and
+// clusterset.local from the ServiceImports (the multicluster plugin, docs/dns.md).
 const corednsManifest = `apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -138,6 +139,9 @@ rules:
   verbs: [list, watch]
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
+  verbs: [list, watch]
+- apiGroups: [multicluster.x-k8s.io]
+  resources: [serviceimports]
   verbs: [list, watch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -164,6 +168,7 @@ data:
         errors
         health :8080
         ready :8181
+        multicluster clusterset.local
         kubernetes cluster.local in-addr.arpa ip6.arpa {
             pods insecure
             fallthrough in-addr.arpa ip6.arpa

@@ -28,6 +28,12 @@ func TestExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := harness.StartRegistry(t, "--store=memory")
+
+	tmp := t.TempDir()
+	goExample := buildGoExample(t, root, tmp)
+	nodeExample := buildTSExample(t, root, tmp)
+	python := installPythonPackage(t, root, tmp)
+	// The cluster registers after the builds, which can outlast its lease on a busy machine.
 	c := dial(t, reg.GRPCAddr)
 	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "use1-a", Region: "us-east-1"}); err != nil {
 		t.Fatalf("RegisterCluster: %v", err)
@@ -40,11 +46,6 @@ func TestExamples(t *testing.T) {
 		}
 	}
 	put("router")
-
-	tmp := t.TempDir()
-	goExample := buildGoExample(t, root, tmp)
-	nodeExample := buildTSExample(t, root, tmp)
-	python := installPythonPackage(t, root, tmp)
 	examples := map[string][]string{
 		"go":         {goExample, "--registry", reg.GRPCAddr},
 		"typescript": {"node", nodeExample, "--registry", "http://" + reg.GRPCAddr},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,10 @@ func TestManualOnNodes(t *testing.T) {
 	for _, c := range []*harness.Cluster{use1, usw2, euw1} {
 		c.Apply(t, harness.DecodeYAML(t, "ns", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dynamo\n"))...)
 	}
+	// A headless Service of a StatefulSet, exported from use1-a: one name per endpoint.
+	use1.Apply(t, harness.DecodeYAML(t, "router", []byte(fmt.Sprintf(routerStatefulSet, harness.BusyboxImage)))...)
+	// A Service nobody exports: no clusterset name.
+	use1.Apply(t, harness.DecodeYAML(t, "private", []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: private\n  namespace: dynamo\nspec:\n  selector: {app: echo}\n  ports:\n  - {port: 80, targetPort: 8080}\n"))...)
 	for i, c := range []*harness.Cluster{use1, usw2} {
 		svcLabels := "" // exported by a ServiceExport
 		if i == 0 {
@@ -119,6 +124,13 @@ func TestManualOnNodes(t *testing.T) {
 	}
 	exported := time.Now()
 	var ip string
+	harness.Eventually(t, "euw1-a imports dynamo/router", 2*time.Minute, func() string {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "router"}, si); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	harness.Eventually(t, "euw1-a imports dynamo/echo from both clusters with a clusterset IP", 2*time.Minute, func() string {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "echo"}, si); err != nil {
@@ -155,6 +167,44 @@ func TestManualOnNodes(t *testing.T) {
 			return fmt.Sprintf("seen %v", seen)
 		}
 		return ""
+	})
+
+	// clusterset.local (KEP-1645 DNS), from euw1-a's CoreDNS and its multicluster plugin.
+	t.Run("ClustersetDNS", func(t *testing.T) {
+		nslookup := func(name string) string {
+			out, _ := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "nslookup", name)
+			return out
+		}
+		addressOf := func(name, want string) {
+			t.Helper()
+			harness.Eventually(t, name+" resolves to "+want, 30*time.Second, func() string {
+				out := nslookup(name)
+				if !regexp.MustCompile(`Name:\s+` + regexp.QuoteMeta(name) + `\s+Address:\s+` + regexp.QuoteMeta(want) + `\b`).MatchString(out) {
+					return out
+				}
+				return ""
+			})
+		}
+		addressOf("echo.dynamo.svc.clusterset.local", ip)
+		// A client reaches the import by its clusterset name.
+		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://echo.dynamo.svc.clusterset.local/")
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(out), "echo from ") {
+			t.Fatalf("http://echo.dynamo.svc.clusterset.local/: %v %q", err, out)
+		}
+		// Each endpoint of the headless import by <hostname>.<cluster-id>.<service>.
+		router := &corev1.Pod{}
+		if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "router-0"}, router); err != nil {
+			t.Fatal(err)
+		}
+		addressOf("router-0.use1-a.router.dynamo.svc.clusterset.local", router.Status.PodIP)
+		addressOf("router.dynamo.svc.clusterset.local", router.Status.PodIP)
+		// Not exported: no clusterset name; and cluster.local names stay local (euw1-a has
+		// no Service named echo, only the derived one).
+		for _, name := range []string{"private.dynamo.svc.clusterset.local", "echo.dynamo.svc.cluster.local"} {
+			if out := nslookup(name); !strings.Contains(out, "NXDOMAIN") {
+				t.Errorf("%s in euw1-a: want NXDOMAIN\n%s", name, out)
+			}
+		}
 	})
 }
 
@@ -225,4 +275,49 @@ spec:
   selector: {app: echo}
   ports:
   - {name: http, port: 80, targetPort: http}
+`
+
+// routerStatefulSet is a headless Service of one StatefulSet pod (router-0), exported.
+const routerStatefulSet = `apiVersion: v1
+kind: Service
+metadata:
+  name: router
+  namespace: dynamo
+spec:
+  clusterIP: None
+  selector: {app: router}
+  ports:
+  - {name: http, port: 8000, targetPort: 8000}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: router
+  namespace: dynamo
+spec:
+  serviceName: router
+  replicas: 1
+  selector:
+    matchLabels: {app: router}
+  template:
+    metadata:
+      labels: {app: router}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: http
+        image: %s
+        imagePullPolicy: Never
+        command: ["/bin/sh", "-c", "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www"]
+        ports:
+        - {name: http, containerPort: 8000}
+        readinessProbe:
+          httpGet: {path: /, port: http}
+          periodSeconds: 1
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata:
+  name: router
+  namespace: dynamo
 `

@@ -1,7 +1,10 @@
-// Command coredns is CoreDNS with the plugins the local clusters' DNS needs.
+// Command coredns is CoreDNS with the plugins the local clusters' DNS needs:
+// cluster.local from the kubernetes plugin, clusterset.local from multicluster.
 package main
 
 import (
+	"github.com/coredns/coredns/core/dnsserver"
+
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
@@ -16,6 +19,20 @@ import (
 	_ "github.com/coredns/coredns/plugin/whoami"
 
 	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/ai-dynamo/global-discovery-mcs/tools/coredns/multicluster"
 )
 
-func main() { coremain.Run() }
+func main() {
+	// A plugin outside CoreDNS's own list runs where its directive stands in the chain:
+	// multicluster just before kubernetes, as github.com/coredns/multicluster asks.
+	var directives []string
+	for _, d := range dnsserver.Directives {
+		if d == "kubernetes" {
+			directives = append(directives, "multicluster")
+		}
+		directives = append(directives, d)
+	}
+	dnsserver.Directives = directives
+	coremain.Run()
+}
