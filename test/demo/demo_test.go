@@ -57,6 +57,13 @@ func runDemo(t *testing.T, interactive, nodes bool) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// What a demo killed before its cleanup left running (kill -9, a closed terminal).
+		if n := harness.KillStale(dir); n > 0 {
+			fmt.Printf(">> stopped %d processes an earlier demo left running\n", n)
+		}
+		// Output piped into a program that ends first (`make demo | tee demo.log`, then
+		// Ctrl-C): a write then fails instead of killing the demo before its cleanup.
+		signal.Ignore(syscall.SIGPIPE)
 	}
 	what := "kube-apiserver, etcd, kube-controller-manager"
 	if nodes {
@@ -90,7 +97,10 @@ func runDemo(t *testing.T, interactive, nodes bool) {
 		}
 	}
 	fmt.Printf("\nexported: dynamo/my-dgd-pool-relay (use1-a by label, usw2-a by ServiceExport), global-discovery/global-router (headless; use1-a, usw2-a)\n")
-	fmt.Printf("  kubectl --kubeconfig %s -n dynamo get serviceimports,services,endpointslices\n\n", cs.Members[2].Kubeconfig)
+	fmt.Printf("  kubectl --kubeconfig %s -n dynamo get serviceimports,services,endpointslices\n", cs.Members[0].Kubeconfig)
+	fmt.Printf("euw1-a has no dynamo namespace yet, so it shows \"No resources found\" there: its controller holds the pool's import\n"+
+		"until the namespace exists. Create it and watch the import arrive:\n"+
+		"  kubectl --kubeconfig %[1]s create namespace dynamo && kubectl --kubeconfig %[1]s -n dynamo get serviceimports,services,endpointslices\n\n", cs.Members[2].Kubeconfig)
 	fmt.Printf("Global Discovery Service (reads use1-a's imports): %s\n", cs.GDSURL)
 	fmt.Printf("GET /pools\n%s\nGET /routers\n%s\n\n", fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers"))
 	if !interactive {

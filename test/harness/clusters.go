@@ -174,7 +174,21 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 		api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 		api.Configure().Set("allow-privileged", "true")
 	}
-	etcd := &envtest.Etcd{}
+	if certDir == "" {
+		// The cluster's files in its folder, so a run killed before its cleanup leaves
+		// processes that name it (KillStale), and a new run starts clean.
+		api.CertDir = filepath.Join(dir, name+"-apiserver")
+		if err := os.RemoveAll(api.CertDir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(api.CertDir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	etcd := &envtest.Etcd{DataDir: filepath.Join(dir, name+"-etcd")}
+	if err := os.RemoveAll(etcd.DataDir); err != nil {
+		return nil, err
+	}
 	env.ControlPlane.Etcd = etcd
 	etcd.URL = &url.URL{Scheme: "http", Host: Addr(ports.etcd)}
 	etcd.Configure().Set("listen-peer-urls", "http://"+Addr(ports.etcdPeer))

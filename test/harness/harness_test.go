@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +182,32 @@ func TestFreePort(t *testing.T) {
 			t.Fatalf("FreePort = %d (seen before: %v), want a new port in [%d, %d)", p, seen[p], lo, hi)
 		}
 		seen[p] = true
+	}
+}
+
+func TestKillStale(t *testing.T) {
+	dir := t.TempDir()
+	other := t.TempDir()
+	// A process naming a path under dir (as etcd names its data dir), and one naming another.
+	stale := exec.Command("sh", "-c", "sleep 60", filepath.Join(dir, "etcd"))
+	keep := exec.Command("sh", "-c", "sleep 60", filepath.Join(other, "etcd"))
+	for _, c := range []*exec.Cmd{stale, keep} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { _ = keep.Process.Kill(); _ = keep.Wait() }()
+	done := make(chan error, 1)
+	go func() { done <- stale.Wait() }()
+	if n := harness.KillStale(dir); n != 1 {
+		t.Fatalf("KillStale killed %d processes, want 1", n)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stale process is still running")
+	}
+	if err := keep.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("a process of another folder was killed: %v", err)
 	}
 }
