@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,10 +37,17 @@ func StartDynamoDB(tb testing.TB) *DynamoDB {
 	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 		return &DynamoDB{Endpoint: ep, Region: "us-east-1"}
 	}
+	return StartDynamoDBOn(tb, "127.0.0.1")
+}
+
+// StartDynamoDBOn is StartDynamoDB listening on host: HostIP for pods of clusters with
+// nodes, which reach the host there.
+func StartDynamoDBOn(tb testing.TB, host string) *DynamoDB {
+	tb.Helper()
 	bin := binary(tb, filepath.Join("node_modules", "@dynoxide", "linux-x64", "dynoxide"), "tools")
 	port := FreePort(tb)
-	p := StartProcess(tb, "dynoxide", bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
-	d := &DynamoDB{Endpoint: "http://" + Addr(port), Region: "us-east-1"}
+	p := StartProcess(tb, "dynoxide", bin, "serve", "--host", host, "--port", strconv.Itoa(port))
+	d := &DynamoDB{Endpoint: "http://" + net.JoinHostPort(host, strconv.Itoa(port)), Region: "us-east-1"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := d.Client()

@@ -103,68 +103,17 @@ func TestManualOnNodes(t *testing.T) {
 		return ""
 	})
 
-	// A Service exported from use1-a (by label) and usw2-a (by ServiceExport), served by
-	// real pods.
-	for _, c := range []*harness.Cluster{use1, usw2, euw1} {
-		c.Apply(t, harness.DecodeYAML(t, "ns", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dynamo\n"))...)
-	}
+	// A Service exported from use1-a (by label) and usw2-a (by ServiceExport), reached
+	// from euw1-a's pod through its ServiceImport IP.
+	ip := exportAndReach(t, use1, usw2, euw1)
 	// A headless Service of a StatefulSet, exported from use1-a: one name per endpoint.
 	use1.Apply(t, harness.DecodeYAML(t, "router", []byte(fmt.Sprintf(routerStatefulSet, harness.BusyboxImage)))...)
 	// A Service nobody exports: no clusterset name.
 	use1.Apply(t, harness.DecodeYAML(t, "private", []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: private\n  namespace: dynamo\nspec:\n  selector: {app: echo}\n  ports:\n  - {port: 80, targetPort: 8080}\n"))...)
-	for i, c := range []*harness.Cluster{use1, usw2} {
-		svcLabels := "" // exported by a ServiceExport
-		if i == 0 {
-			svcLabels = `dynamo.nvidia.com/mcs-export: "true"` // exported by the label
-		}
-		c.Apply(t, harness.DecodeYAML(t, "echo", []byte(fmt.Sprintf(echoWorkload, c.Name, harness.BusyboxImage, svcLabels)))...)
-		if i == 1 {
-			c.Apply(t, harness.DecodeYAML(t, "export", []byte("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata:\n  name: echo\n  namespace: dynamo\n"))...)
-		}
-	}
-	exported := time.Now()
-	var ip string
 	harness.Eventually(t, "euw1-a imports dynamo/router", 2*time.Minute, func() string {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "router"}, si); err != nil {
 			return err.Error()
-		}
-		return ""
-	})
-	harness.Eventually(t, "euw1-a imports dynamo/echo from both clusters with a clusterset IP", 2*time.Minute, func() string {
-		si := &mcsv1beta1.ServiceImport{}
-		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "echo"}, si); err != nil {
-			return err.Error()
-		}
-		if len(si.Spec.IPs) == 0 || len(si.Status.Clusters) != 2 {
-			return fmt.Sprintf("ips %v, clusters %v", si.Spec.IPs, si.Status.Clusters)
-		}
-		ip = si.Spec.IPs[0]
-		return ""
-	})
-	t.Logf("FIGURE export in two clusters → imported in the third with its clusterset IP: %s", time.Since(exported).Round(100*time.Millisecond))
-
-	euw1.Apply(t, harness.DecodeYAML(t, "client", []byte(fmt.Sprintf(busyboxPod, "client", "dynamo", harness.BusyboxImage, "sleep 100000")))...)
-	harness.Eventually(t, "client pod Running in euw1-a", 2*time.Minute, func() string {
-		p := &corev1.Pod{}
-		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "client"}, p); err != nil {
-			return err.Error()
-		}
-		if p.Status.Phase != corev1.PodRunning {
-			return string(p.Status.Phase)
-		}
-		return ""
-	})
-	// Through the ServiceImport's IP, the answers come from both source clusters' pods.
-	seen := map[string]bool{}
-	harness.Eventually(t, "answers from both clusters through "+ip, time.Minute, func() string {
-		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
-		if err != nil {
-			return fmt.Sprintf("%v: %s", err, out)
-		}
-		seen[strings.TrimSpace(out)] = true
-		if !seen["echo from use1-a"] || !seen["echo from usw2-a"] {
-			return fmt.Sprintf("seen %v", seen)
 		}
 		return ""
 	})
@@ -206,6 +155,68 @@ func TestManualOnNodes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// exportAndReach exports the echo Service of two real pods from use1-a (by label) and
+// usw2-a (by ServiceExport), waits until euw1-a imports it from both with a clusterset IP,
+// and reaches it from a pod of euw1-a through that IP until both clusters answered. It
+// returns the IP; the namespace dynamo and the client pod stay.
+func exportAndReach(t *testing.T, use1, usw2, euw1 *harness.Cluster) string {
+	t.Helper()
+	for _, c := range []*harness.Cluster{use1, usw2, euw1} {
+		c.Apply(t, harness.DecodeYAML(t, "ns", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dynamo\n"))...)
+	}
+	for i, c := range []*harness.Cluster{use1, usw2} {
+		svcLabels := "" // exported by a ServiceExport
+		if i == 0 {
+			svcLabels = `dynamo.nvidia.com/mcs-export: "true"` // exported by the label
+		}
+		c.Apply(t, harness.DecodeYAML(t, "echo", []byte(fmt.Sprintf(echoWorkload, c.Name, harness.BusyboxImage, svcLabels)))...)
+		if i == 1 {
+			c.Apply(t, harness.DecodeYAML(t, "export", []byte("apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata:\n  name: echo\n  namespace: dynamo\n"))...)
+		}
+	}
+	exported := time.Now()
+	var ip string
+	harness.Eventually(t, "euw1-a imports dynamo/echo from both clusters with a clusterset IP", 2*time.Minute, func() string {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "echo"}, si); err != nil {
+			return err.Error()
+		}
+		if len(si.Spec.IPs) == 0 || len(si.Status.Clusters) != 2 {
+			return fmt.Sprintf("ips %v, clusters %v", si.Spec.IPs, si.Status.Clusters)
+		}
+		ip = si.Spec.IPs[0]
+		return ""
+	})
+	t.Logf("FIGURE export in two clusters → imported in the third with its clusterset IP: %s", time.Since(exported).Round(100*time.Millisecond))
+
+	euw1.Apply(t, harness.DecodeYAML(t, "client", []byte(fmt.Sprintf(busyboxPod, "client", "dynamo", harness.BusyboxImage, "sleep 100000")))...)
+	harness.Eventually(t, "client pod Running in euw1-a", 2*time.Minute, func() string {
+		p := &corev1.Pod{}
+		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "client"}, p); err != nil {
+			return err.Error()
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return string(p.Status.Phase)
+		}
+		return ""
+	})
+	// Through the ServiceImport's IP, the answers come from both source clusters' pods.
+	seen := map[string]bool{}
+	harness.Eventually(t, "answers from both clusters through "+ip, time.Minute, func() string {
+		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
+		if err != nil {
+			return fmt.Sprintf("%v: %s", err, out)
+		}
+		seen[strings.TrimSpace(out)] = true
+		if !seen["echo from use1-a"] || !seen["echo from usw2-a"] {
+			return fmt.Sprintf("seen %v", seen)
+		}
+		return ""
+	})
+
+	return ip
 }
 
 func helm(t *testing.T, c *harness.Cluster, args ...string) {
