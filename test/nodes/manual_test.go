@@ -14,7 +14,9 @@ import (
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -155,6 +157,104 @@ func TestManualOnNodes(t *testing.T) {
 			}
 		}
 	})
+
+	// The manual's kubectl checks.
+	t.Run("ManualChecks", func(t *testing.T) {
+		out, err := kubectl(usw2, "-n", "dynamo", "get", "serviceexport", "echo", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}`)
+		if err != nil || !strings.Contains(out, "Valid=True Valid") || !strings.Contains(out, "Ready=True Ready") || !strings.Contains(out, "Conflict=False NoConflicts") {
+			t.Errorf("usw2-a's ServiceExport conditions: %v\n%s", err, out)
+		}
+		out, err = kubectl(euw1, "-n", "dynamo", "get", "serviceimports")
+		if err != nil || !regexp.MustCompile(`(?m)^echo\s+ClusterSetIP\s`).MatchString(out) || !regexp.MustCompile(`(?m)^router\s+Headless\s`).MatchString(out) {
+			t.Errorf("kubectl get serviceimports in euw1-a: %v\n%s", err, out)
+		}
+		out, err = kubectl(euw1, "-n", "dynamo", "get", "services,endpointslices", "-l", "multicluster.kubernetes.io/service-name",
+			"-L", "multicluster.kubernetes.io/service-name,multicluster.kubernetes.io/source-cluster")
+		for _, want := range []string{"service/derived-", "use1-a", "usw2-a", "echo"} {
+			if err != nil || !strings.Contains(out, want) {
+				t.Errorf("kubectl get services,endpointslices in euw1-a: no %q: %v\n%s", want, err, out)
+			}
+		}
+		pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 9091)
+		if body, err := httpGet("http://127.0.0.1:" + pf + "/readyz"); err != nil || body != "ok" {
+			t.Errorf("/readyz through port-forward deployment/mcs-registry 9091: %q %v", body, err)
+		}
+	})
+
+	// Faults, with pods: each prints how long it took.
+	t.Run("Faults", func(t *testing.T) {
+		ctx := context.Background()
+		// A source scaled to zero: its endpoints leave the import in every other cluster.
+		scaled := time.Now()
+		kubectlOK(t, usw2, "-n", "dynamo", "scale", "deployment/echo", "--replicas=0")
+		harness.Eventually(t, "usw2-a's echo endpoints gone from euw1-a", time.Minute, func() string {
+			if n := readyEndpoints(t, euw1, "echo", "usw2-a"); n != 0 {
+				return fmt.Sprintf("%d ready endpoints from usw2-a", n)
+			}
+			return ""
+		})
+		t.Logf("FIGURE a source Deployment scaled to zero → its endpoints gone from the other cluster: %s", time.Since(scaled).Round(10*time.Millisecond))
+
+		// The controller leader's pod deleted: the other replica takes over.
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: "mcs-system", Name: "mcs-controller.multicluster.dynamo.nvidia.com"}
+		if err := euw1.Client.Get(ctx, key, lease); err != nil || lease.Spec.HolderIdentity == nil {
+			t.Fatalf("euw1-a's controller Lease: %v", err)
+		}
+		leader, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		deleted := time.Now()
+		kubectlOK(t, euw1, "-n", "mcs-system", "delete", "pod", leader, "--wait=false")
+		harness.Eventually(t, "another controller replica leads euw1-a", 2*time.Minute, func() string {
+			if err := euw1.Client.Get(ctx, key, lease); err != nil {
+				return err.Error()
+			}
+			if h := lease.Spec.HolderIdentity; h == nil || strings.HasPrefix(*h, leader+"_") {
+				return "still " + leader
+			}
+			return ""
+		})
+		t.Logf("FIGURE the controller leader's pod deleted → another replica leads: %s", time.Since(deleted).Round(10*time.Millisecond))
+		kubectlOK(t, usw2, "-n", "dynamo", "scale", "deployment/echo", "--replicas=1")
+		harness.Eventually(t, "usw2-a's endpoints back in euw1-a under the new leader", time.Minute, func() string {
+			if n := readyEndpoints(t, euw1, "echo", "usw2-a"); n != 1 {
+				return fmt.Sprintf("%d ready endpoints from usw2-a", n)
+			}
+			return ""
+		})
+
+		// The registry's pod deleted (memory store): a new one starts empty, every cluster
+		// registers again and sends its exports; the imported endpoints are held meanwhile.
+		monitor := euw1.MonitorImportedEndpoints(t, "dynamo", "echo", "use1-a", "usw2-a")
+		var regPods corev1.PodList
+		if err := use1.Client.List(ctx, &regPods, client.InNamespace("mcs-system"), client.MatchingLabels{"app.kubernetes.io/name": "mcs-registry"}); err != nil || len(regPods.Items) != 1 {
+			t.Fatalf("the registry pod: %v (%d)", err, len(regPods.Items))
+		}
+		restarted := time.Now()
+		kubectlOK(t, use1, "-n", "mcs-system", "delete", "pod", regPods.Items[0].Name)
+		waitDeploymentAvailable(t, use1, "mcs-system", "mcs-registry")
+		pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 8080)
+		harness.Eventually(t, "use1-a and usw2-a exports in the new registry (each cluster sends all of its exports at once)", 2*time.Minute, func() string {
+			body, err := httpGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/imports")
+			if err != nil {
+				return err.Error()
+			}
+			if !strings.Contains(body, `"use1-a"`) || !strings.Contains(body, `"usw2-a"`) {
+				return body
+			}
+			return ""
+		})
+		t.Logf("FIGURE the registry's pod deleted (memory store) → the import whole again in the new registry: %s", time.Since(restarted).Round(100*time.Millisecond))
+		monitor.Stop()
+		if err := monitor.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for src, d := range monitor.Outage() {
+			t.Logf("FIGURE time without imported endpoints from %s in euw1-a while the registry restarted: %s", src, d.Round(time.Millisecond))
+			if d > 0 {
+				t.Errorf("euw1-a had no endpoints from %s for %s: the controller must hold them until the cluster is back", src, d)
+			}
+		}
+	})
 }
 
 // exportAndReach exports the echo Service of two real pods from use1-a (by label) and
@@ -217,6 +317,25 @@ func exportAndReach(t *testing.T, use1, usw2, euw1 *harness.Cluster) string {
 	})
 
 	return ip
+}
+
+// readyEndpoints counts the ready endpoints of the import service that came from source.
+func readyEndpoints(t *testing.T, c *harness.Cluster, service, source string) int {
+	t.Helper()
+	var slices discoveryv1.EndpointSliceList
+	if err := c.Client.List(context.Background(), &slices, client.InNamespace("dynamo"),
+		client.MatchingLabels{"multicluster.kubernetes.io/service-name": service, "multicluster.kubernetes.io/source-cluster": source}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func helm(t *testing.T, c *harness.Cluster, args ...string) {
