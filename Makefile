@@ -8,7 +8,7 @@
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
 #   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it;
 #                   NODES=1 gives every cluster a real node
-#   make e2e        the end-to-end test on that clusterset, with fault figures
+#   make e2e        the end-to-end tests: that clusterset with fault figures, then the manual on real nodes
 #   make run        mcs-registry alone with the memory store on :9090/:8080/:9091
 
 SHELL := /bin/bash
@@ -141,8 +141,12 @@ NODES ?=
 demo: tools build
 	cd test && DEMO=1 DEMO_NODES=$(NODES) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
 
+# The end-to-end tests: the clusterset as host processes with its faults (test/e2e), then
+# the manual on clusters with real nodes (test/nodes: the chart and the image, both
+# transport paths, clusterset.local DNS, traffic across clusters, faults with pods; root).
 e2e: tools build
 	cd test && go test -count=1 -v -timeout 20m -run '^TestEndToEnd$$' ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|FIGURE|_test.go'
+	cd test && go test -count=1 -v -timeout 30m ./nodes/ | grep -E '^\s*(=== RUN|--- |ok|FAIL|PASS)|FIGURE|_test.go'
 
 run: build
 	$(BIN)/mcs-registry --store=memory --log-format=text
