@@ -181,6 +181,35 @@ func TestManualOnNodes(t *testing.T) {
 		}
 	})
 
+	// The Global Discovery Service from its example manifest, with --pool-discovery=mcs,
+	// in euw1-a: the pool and the Global Router exported from use1-a, with their real pods.
+	t.Run("GlobalDiscoveryService", func(t *testing.T) {
+		manifest, err := os.ReadFile(filepath.Join(root, "gds-client", "deploy", "global-discovery-service.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest = []byte(strings.ReplaceAll(string(manifest), "my-registry.example.com/global-discovery-mcs:dev", harness.ProjectImage))
+		euw1.Apply(t, harness.DecodeYAML(t, "global-discovery-service.yaml", manifest)...)
+		use1.Apply(t, harness.DecodeYAML(t, "pool and router", []byte(fmt.Sprintf(poolAndRouter, harness.BusyboxImage)))...)
+		waitDeploymentAvailable(t, euw1, "global-discovery", "global-discovery-service")
+		pf := portForward(t, euw1, "global-discovery", "service/global-discovery-service", 8080)
+		prefix := `"address":"` + strings.TrimSuffix(use1.PodCIDR, "0.0/16")
+		harness.Eventually(t, "/pools and /routers list use1-a's pods", time.Minute, func() string {
+			pools, err := httpGet("http://127.0.0.1:" + pf + "/pools")
+			if err != nil {
+				return err.Error()
+			}
+			routers, err := httpGet("http://127.0.0.1:" + pf + "/routers")
+			if err != nil {
+				return err.Error()
+			}
+			if !strings.Contains(pools, `"service":"my-dgd-pool-relay"`) || strings.Count(pools, prefix) != 2 || strings.Count(routers, prefix) != 2 {
+				return "/pools " + pools + "\n/routers " + routers
+			}
+			return ""
+		})
+	})
+
 	// Faults, with pods: each prints how long it took.
 	t.Run("Faults", func(t *testing.T) {
 		ctx := context.Background()
@@ -450,4 +479,61 @@ kind: ServiceExport
 metadata:
   name: router
   namespace: dynamo
+`
+
+// poolAndRouter is what the Global Discovery Service lists, exported from one cluster: the
+// PoolRelay Service of DGD my-dgd (over the echo pods) and the headless Global Router with
+// two pods.
+const poolAndRouter = `apiVersion: v1
+kind: Service
+metadata:
+  name: my-dgd-pool-relay
+  namespace: dynamo
+  labels: {dynamo.nvidia.com/mcs-export: "true"}
+spec:
+  selector: {app: echo}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: global-discovery
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: global-router
+  namespace: global-discovery
+  labels: {dynamo.nvidia.com/mcs-export: "true"}
+spec:
+  clusterIP: None
+  selector: {app: global-router}
+  ports:
+  - {name: http, port: 8000, targetPort: http}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: global-router
+  namespace: global-discovery
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: global-router}
+  template:
+    metadata:
+      labels: {app: global-router}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: http
+        image: %s
+        imagePullPolicy: Never
+        command: ["/bin/sh", "-c", "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8000 -h /tmp/www"]
+        ports:
+        - {name: http, containerPort: 8000}
+        readinessProbe:
+          httpGet: {path: /, port: http}
+          periodSeconds: 1
 `

@@ -151,13 +151,15 @@ type file struct {
 	mode int64
 	data []byte
 	dir  bool
+	// owner is the uid and gid (0: root).
+	owner int
 }
 
 func layer(files []file, when time.Time) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
-		h := &tar.Header{Name: f.name, Mode: f.mode, ModTime: when, Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: int64(len(f.data))}
+		h := &tar.Header{Name: f.name, Mode: f.mode, ModTime: when, Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: int64(len(f.data)), Uid: f.owner, Gid: f.owner}
 		if f.dir {
 			h.Typeflag, h.Size, h.Name = tar.TypeDir, 0, f.name+"/"
 		}
@@ -181,7 +183,9 @@ func baseLayer(caBundle string, when time.Time) (v1.Layer, error) {
 		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
 		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
 		{name: "home", mode: 0o755, dir: true},
-		{name: "home/nonroot", mode: 0o700, dir: true},
+		// The nonroot user's home is its own, as in distroless: programs that look for
+		// files there (client-go's ~/.kube/config) must be able to find none.
+		{name: "home/nonroot", mode: 0o700, dir: true, owner: 65532},
 		{name: "tmp", mode: 0o1777, dir: true},
 	}
 	if caBundle != "" {
