@@ -148,6 +148,10 @@ func TestManualOnNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		addressOf("router-0.use1-a.router.dynamo.svc.clusterset.local", router.Status.PodIP)
+		out, err = kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/")
+		if err != nil || strings.TrimSpace(out) != "router-0" {
+			t.Fatalf("http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/: %v %q, want router-0", err, out)
+		}
 		addressOf("router.dynamo.svc.clusterset.local", router.Status.PodIP)
 		// Not exported: no clusterset name; and cluster.local names stay local (euw1-a has
 		// no Service named echo, only the derived one).
