@@ -136,7 +136,7 @@ test-integration:
 	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
 # `make demo NODES=1` gives every cluster a real node (containerd, kubelet, kube-proxy;
-# needs root) and runs the sample as real pods.
+# needs root), installs the chart as the manual says and runs the sample as real pods.
 NODES ?=
 demo: tools build
 	cd test && DEMO=1 DEMO_NODES=$(NODES) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/

@@ -2,6 +2,8 @@
 // it: three local clusters (kube-apiserver, etcd and kube-controller-manager each), the
 // registry with the memory store, an mcs-controller per cluster, and the Global Discovery
 // Service — all real processes on 127.0.0.1. The end-to-end test and `make demo` use it.
+// StartWithChart starts it on clusters with real nodes instead, with the chart installed
+// (`make demo NODES=1`).
 package clusterset
 
 import (
@@ -43,6 +45,8 @@ type Clusterset struct {
 	GDSURL string
 	// KubeconfigDir holds <cluster-id>.kubeconfig for every member.
 	KubeconfigDir string
+	// RegistryURL is the registry's gRPC URL that the controllers dial (StartWithChart).
+	RegistryURL string
 }
 
 // Options configure Start.
@@ -51,9 +55,6 @@ type Options struct {
 	KubeconfigDir string
 	// ControllerArgs are added to every controller's flags.
 	ControllerArgs []string
-	// Nodes gives every cluster a real node (harness.ClusterOptions.Nodes): workloads are
-	// Deployments of real pods whose EndpointSlices follow their real readiness.
-	Nodes bool
 }
 
 var members = []struct{ id, region, prefix string }{
@@ -76,7 +77,7 @@ func Start(tb testing.TB, opts Options) *Clusterset {
 	for _, m := range members {
 		nodeLabels[m.id] = map[string]string{"topology.kubernetes.io/region": m.region, "topology.kubernetes.io/zone": m.region + "a"}
 	}
-	clusters := harness.StartClusters(tb, harness.ClusterOptions{Names: names, Dir: opts.KubeconfigDir, Nodes: opts.Nodes, NodeLabels: nodeLabels})
+	clusters := harness.StartClusters(tb, harness.ClusterOptions{Names: names, Dir: opts.KubeconfigDir})
 	if cs.KubeconfigDir == "" {
 		cs.KubeconfigDir = dirOf(clusters[0].Kubeconfig)
 	}
@@ -85,11 +86,9 @@ func Start(tb testing.TB, opts Options) *Clusterset {
 	defer cancel()
 	for i, c := range clusters {
 		m := &Member{Cluster: c, ID: members[i].id, Region: members[i].region, PodPrefix: members[i].prefix}
-		if !opts.Nodes {
-			c.StartControllerManager(tb)
-			if _, err := c.CreateNode(ctx, "node-"+m.ID, nodeLabels[m.ID]); err != nil {
-				tb.Fatal(err)
-			}
+		c.StartControllerManager(tb)
+		if _, err := c.CreateNode(ctx, "node-"+m.ID, nodeLabels[m.ID]); err != nil {
+			tb.Fatal(err)
 		}
 		mustNamespace(tb, ctx, c, "global-discovery")
 		m.ControllerArgs = append([]string{
@@ -143,7 +142,9 @@ type Workload struct {
 	NoExport bool
 }
 
-// Deploy creates the workload's namespace, Service, Pods and export in the member.
+// Deploy creates the workload's namespace, Service, Pods and export in the member: on a
+// member with nodes (StartWithChart) a Deployment of real pods, else Pods with the status a
+// kubelet would set.
 func (m *Member) Deploy(tb testing.TB, w Workload) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -373,32 +371,12 @@ func readyEndpoints(t *testing.T, c *harness.Cluster, service, source string) in
 
 func helm(t *testing.T, c *harness.Cluster, args ...string) {
 	t.Helper()
-	out, err := exec.Command(harness.Binary(t, "helm"), append(args, "--kubeconfig", c.Kubeconfig)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm %s in %s: %v\n%s", strings.Join(args[:2], " "), c.Name, err, out)
-	}
+	c.Helm(t, args...)
 }
 
 func waitDeploymentAvailable(t *testing.T, c *harness.Cluster, ns, name string) {
 	t.Helper()
-	harness.Eventually(t, fmt.Sprintf("deployment %s/%s available in %s", ns, name, c.Name), 2*time.Minute, func() string {
-		d := &appsv1.Deployment{}
-		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
-			return err.Error()
-		}
-		if d.Status.AvailableReplicas < 1 {
-			var pods corev1.PodList
-			_ = c.Client.List(context.Background(), &pods, client.InNamespace(ns))
-			var states []string
-			for _, p := range pods.Items {
-				for _, s := range p.Status.ContainerStatuses {
-					states = append(states, fmt.Sprintf("%s/%s ready=%v %+v", p.Name, s.Name, s.Ready, s.State))
-				}
-			}
-			return fmt.Sprintf("available %d: %v", d.Status.AvailableReplicas, states)
-		}
-		return ""
-	})
+	c.WaitDeploymentAvailable(t, ns, name)
 }
 
 // echoWorkload is a Deployment of two busybox httpd pods answering "echo from <cluster>",

@@ -4,13 +4,9 @@
 package nodes
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -99,46 +95,12 @@ func TestRealNodes(t *testing.T) {
 	})
 }
 
-// portForward runs `kubectl port-forward -n ns target :remotePort` until the test ends and
-// returns the local port it printed.
 func portForward(t *testing.T, c *harness.Cluster, ns, target string, remotePort int) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, kubectlPath(t), "--kubeconfig", c.Kubeconfig, "port-forward", "-n", ns, target, fmt.Sprintf(":%d", remotePort))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
-	for lines.Scan() {
-		if m := re.FindStringSubmatch(lines.Text()); m != nil {
-			go func() { _, _ = io.Copy(io.Discard, stdout) }()
-			return m[1]
-		}
-	}
-	t.Fatalf("kubectl port-forward %s printed no local port (%v)", target, lines.Err())
-	return ""
+	return c.PortForward(t, ns, target, remotePort)
 }
 
-// httpGet returns the trimmed body of a 200 answer.
-func httpGet(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return strings.TrimSpace(string(body)), nil
-}
+func httpGet(url string) (string, error) { return harness.HTTPGet(url) }
 
 // waitReady waits for the one Pod with labels to be Ready and returns it.
 func waitReady(t *testing.T, c *harness.Cluster, labels map[string]string) *corev1.Pod {
@@ -179,12 +141,7 @@ func execIn(t *testing.T, c *harness.Cluster, pod string, args ...string) string
 	return out
 }
 
-func kubectl(c *harness.Cluster, args ...string) (string, error) {
-	root, _ := harness.RepoRoot()
-	cmd := exec.Command(filepath.Join(root, "bin", "k8s", "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig, "--request-timeout=30s"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+func kubectl(c *harness.Cluster, args ...string) (string, error) { return c.Kubectl(args...) }
 
 func kubectlPath(t *testing.T) string {
 	root, err := harness.RepoRoot()

@@ -1,0 +1,71 @@
+package clusterset
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// StartWithChart starts the clusterset as the user manual installs it, on three clusters
+// with a real node each and the project image: the chart in use1-a with the registry
+// (memory store, plaintext) and a controller, its gRPC Service a NodePort that the other
+// clusters' controllers (a release each) dial on the node; the Global Discovery Service from
+// its example manifest with --pool-discovery=mcs in use1-a. Registry, GDS and Controller
+// are nil: everything runs in pods (RegistryURL, and kubectl port-forward, reach them).
+func StartWithChart(tb testing.TB, opts Options) *Clusterset {
+	tb.Helper()
+	names := make([]string, len(members))
+	nodeLabels := map[string]map[string]string{}
+	for i, m := range members {
+		names[i] = m.id
+		nodeLabels[m.id] = map[string]string{"topology.kubernetes.io/region": m.region, "topology.kubernetes.io/zone": m.region + "a"}
+	}
+	// The chart installs the CRDs.
+	clusters := harness.StartClusters(tb, harness.ClusterOptions{Names: names, Dir: opts.KubeconfigDir, Nodes: true, NodeLabels: nodeLabels, SkipCRDs: true})
+	cs := &Clusterset{KubeconfigDir: opts.KubeconfigDir}
+	if cs.KubeconfigDir == "" {
+		cs.KubeconfigDir = dirOf(clusters[0].Kubeconfig)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	chart := filepath.Join(root, "charts", "global-discovery-mcs")
+	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
+	image := []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
+	common := append([]string{"--namespace", "mcs-system", "--create-namespace", "--set", "controller.enabled=true",
+		"--set", "controller.registryAllowInsecureHttp=true", "--set", "controller.clustersetId=prod"}, image...)
+	home := clusters[0]
+	home.Helm(tb, append([]string{"install", "global-discovery-mcs", chart, "--set", "registry.enabled=true", "--set", "controller.clusterId=" + home.Name,
+		"--set", "registry.grpcService.enabled=true", "--set", "registry.grpcService.type=NodePort"}, common...)...)
+	grpc := &corev1.Service{}
+	if err := home.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpc); err != nil {
+		tb.Fatal(err)
+	}
+	cs.RegistryURL = fmt.Sprintf("http://%s:%d", home.Nodes[0].IP, grpc.Spec.Ports[0].NodePort)
+	for _, c := range clusters[1:] {
+		c.Helm(tb, append([]string{"install", "mcs-controller", chart, "--set", "registry.enabled=false", "--set", "controller.clusterId=" + c.Name,
+			"--set", "controller.registryUrls={" + cs.RegistryURL + "}"}, common...)...)
+	}
+	manifest, err := os.ReadFile(filepath.Join(root, "gds-client", "deploy", "global-discovery-service.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	home.Apply(tb, harness.DecodeYAML(tb, "global-discovery-service.yaml",
+		[]byte(strings.ReplaceAll(string(manifest), "my-registry.example.com/global-discovery-mcs:dev", harness.ProjectImage)))...)
+	for i, c := range clusters {
+		c.WaitDeploymentAvailable(tb, "mcs-system", "mcs-controller")
+		cs.Members = append(cs.Members, &Member{Cluster: c, ID: members[i].id, Region: members[i].region, PodPrefix: members[i].prefix})
+	}
+	home.WaitDeploymentAvailable(tb, "mcs-system", "mcs-registry")
+	home.WaitDeploymentAvailable(tb, "global-discovery", "global-discovery-service")
+	return cs
+}
