@@ -7,7 +7,7 @@
 #   make release    binaries, chart package and image tarball for every platform in dist/
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
 #   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it;
-#                   NODES=1 gives every cluster a real node
+#                   as root on real nodes with the chart installed (NODES= for host processes)
 #   make e2e        the end-to-end tests: that clusterset with fault figures, then the manual on real nodes
 #   make run        mcs-registry alone with the memory store on :9090/:8080/:9091
 
@@ -135,9 +135,10 @@ fuzz:
 test-integration:
 	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
-# `make demo NODES=1` gives every cluster a real node (containerd, kubelet, kube-proxy;
-# needs root), installs the chart as the manual says and runs the sample as real pods.
-NODES ?=
+# As root, `make demo` gives every cluster a real node (containerd, kubelet, kube-proxy),
+# installs the chart as the manual says and runs the sample as real pods; NODES= (empty)
+# runs the binaries as host processes instead, which needs no root.
+NODES ?= $(shell [ "$$(id -u)" = 0 ] && echo 1)
 demo: tools build
 	cd test && DEMO=1 DEMO_NODES=$(NODES) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
 
