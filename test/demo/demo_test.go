@@ -127,7 +127,7 @@ func runDemo(t *testing.T, interactive, nodes bool) {
 			"  kubectl --kubeconfig %s -n global-discovery port-forward service/global-discovery-service 8080:8080\n"+
 			"  curl -s localhost:8080/pools; curl -s localhost:8080/routers\n", cs.Members[0].Kubeconfig)
 		fmt.Printf("clusterset.local from a pod of euw1-a, once it has the dynamo namespace (above):\n"+
-			"  kubectl --kubeconfig %s -n dynamo run client --rm -it --image=%s --image-pull-policy=Never --restart=Never -- nslookup my-dgd-pool-relay.dynamo.svc.clusterset.local\n", cs.Members[2].Kubeconfig, harness.BusyboxImage)
+			"  kubectl --kubeconfig %s -n dynamo run client --rm -it --image=%s --image-pull-policy=Never --restart=Never --command -- nslookup my-dgd-pool-relay.dynamo.svc.clusterset.local\n", cs.Members[2].Kubeconfig, harness.BusyboxImage)
 	}
 	fmt.Printf("Global Discovery Service (reads use1-a's imports): %s\n", cs.GDSURL)
 	fmt.Printf("GET /pools\n%s\nGET /routers\n%s\n\n", fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers"))
