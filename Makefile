@@ -135,10 +135,11 @@ fuzz:
 test-integration:
 	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
 
-# As root, `make demo` gives every cluster a real node (containerd, kubelet, kube-proxy),
-# installs the chart as the manual says and runs the sample as real pods; NODES= (empty)
-# runs the binaries as host processes instead, which needs no root.
-NODES ?= $(shell [ "$$(id -u)" = 0 ] && echo 1)
+# As root, with containerd and the CNI plugins installed (.ci/run installs them), `make demo`
+# gives every cluster a real node (containerd, kubelet, kube-proxy), installs the chart as
+# the manual says and runs the sample as real pods; otherwise, or with NODES= (empty), it
+# runs the binaries as host processes, which needs neither.
+NODES ?= $(shell [ "$$(id -u)" = 0 ] && command -v containerd >/dev/null && [ -x /usr/lib/cni/bridge ] && echo 1)
 demo: tools build
 	cd test && DEMO=1 DEMO_NODES=$(NODES) go test -count=1 -v -timeout 0 -run '^TestDemo$$' ./demo/
 

@@ -49,7 +49,7 @@ func nodeFor(k int, cluster string) *Node {
 	}
 }
 
-// ClusterPodCIDR is the pod range of the cluster of node k; one node per cluster takes its
+// clusterPodCIDR is the pod range of the cluster of node k; one node per cluster takes its
 // first /24.
 func clusterPodCIDR(k int) string { return fmt.Sprintf("10.%d.0.0/16", 200+k) }
 

@@ -49,7 +49,7 @@ func TestManualOnNodes(t *testing.T) {
 
 	// The registry's cluster: registry and controller in one release; the gRPC Service as a
 	// NodePort, which the other clusters' pods reach on the node's address.
-	helm(t, use1, append([]string{"install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--create-namespace",
+	use1.Helm(t, append([]string{"install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--create-namespace",
 		"--set", "registry.enabled=true", "--set", "controller.enabled=true",
 		"--set", "controller.registryAllowInsecureHttp=true",
 		"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=use1-a",
@@ -60,22 +60,22 @@ func TestManualOnNodes(t *testing.T) {
 	}
 	registryURL := fmt.Sprintf("http://%s:%d", use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
 	for _, c := range []*harness.Cluster{usw2, euw1} {
-		helm(t, c, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system", "--create-namespace",
+		c.Helm(t, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system", "--create-namespace",
 			"--set", "registry.enabled=false", "--set", "controller.enabled=true",
 			"--set", "controller.registryUrls={" + registryURL + "}", "--set", "controller.registryAllowInsecureHttp=true",
 			"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=" + c.Name}, image...)...)
 	}
 	for _, c := range clusters {
-		waitDeploymentAvailable(t, c, "mcs-system", "mcs-controller")
+		c.WaitDeploymentAvailable(t, "mcs-system", "mcs-controller")
 	}
-	waitDeploymentAvailable(t, use1, "mcs-system", "mcs-registry")
+	use1.WaitDeploymentAvailable(t, "mcs-system", "mcs-registry")
 	t.Logf("FIGURE chart installed, registry and controllers Ready: %s", time.Since(start).Round(time.Second))
 
 	// The manual's check: every cluster's lease is active, read through
 	// `kubectl port-forward deployment/mcs-registry 8080:8080`.
-	pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 8080)
+	pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
 	harness.Eventually(t, "every cluster LEASE_STATE_ACTIVE", time.Minute, func() string {
-		body, err := httpGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
+		body, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
 		if err != nil {
 			return err.Error()
 		}
@@ -121,7 +121,7 @@ func TestManualOnNodes(t *testing.T) {
 	// clusterset.local (KEP-1645 DNS), from euw1-a's CoreDNS and its multicluster plugin.
 	t.Run("ClustersetDNS", func(t *testing.T) {
 		nslookup := func(name string) string {
-			out, _ := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "nslookup", name)
+			out, _ := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "nslookup", name)
 			return out
 		}
 		addressOf := func(name, want string) {
@@ -136,7 +136,7 @@ func TestManualOnNodes(t *testing.T) {
 		}
 		addressOf("echo.dynamo.svc.clusterset.local", ip)
 		// A client reaches the import by its clusterset name.
-		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://echo.dynamo.svc.clusterset.local/")
+		out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://echo.dynamo.svc.clusterset.local/")
 		if err != nil || !strings.HasPrefix(strings.TrimSpace(out), "echo from ") {
 			t.Fatalf("http://echo.dynamo.svc.clusterset.local/: %v %q", err, out)
 		}
@@ -146,7 +146,7 @@ func TestManualOnNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		addressOf("router-0.use1-a.router.dynamo.svc.clusterset.local", router.Status.PodIP)
-		out, err = kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/")
+		out, err = euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/")
 		if err != nil || strings.TrimSpace(out) != "router-0" {
 			t.Fatalf("http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/: %v %q, want router-0", err, out)
 		}
@@ -162,23 +162,23 @@ func TestManualOnNodes(t *testing.T) {
 
 	// The manual's kubectl checks.
 	t.Run("ManualChecks", func(t *testing.T) {
-		out, err := kubectl(usw2, "-n", "dynamo", "get", "serviceexport", "echo", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}`)
+		out, err := usw2.Kubectl("-n", "dynamo", "get", "serviceexport", "echo", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}{"\n"}{end}`)
 		if err != nil || !strings.Contains(out, "Valid=True Valid") || !strings.Contains(out, "Ready=True Ready") || !strings.Contains(out, "Conflict=False NoConflicts") {
 			t.Errorf("usw2-a's ServiceExport conditions: %v\n%s", err, out)
 		}
-		out, err = kubectl(euw1, "-n", "dynamo", "get", "serviceimports")
+		out, err = euw1.Kubectl("-n", "dynamo", "get", "serviceimports")
 		if err != nil || !regexp.MustCompile(`(?m)^echo\s+ClusterSetIP\s`).MatchString(out) || !regexp.MustCompile(`(?m)^router\s+Headless\s`).MatchString(out) {
 			t.Errorf("kubectl get serviceimports in euw1-a: %v\n%s", err, out)
 		}
-		out, err = kubectl(euw1, "-n", "dynamo", "get", "services,endpointslices", "-l", "multicluster.kubernetes.io/service-name",
+		out, err = euw1.Kubectl("-n", "dynamo", "get", "services,endpointslices", "-l", "multicluster.kubernetes.io/service-name",
 			"-L", "multicluster.kubernetes.io/service-name,multicluster.kubernetes.io/source-cluster")
 		for _, want := range []string{"service/derived-", "use1-a", "usw2-a", "echo"} {
 			if err != nil || !strings.Contains(out, want) {
 				t.Errorf("kubectl get services,endpointslices in euw1-a: no %q: %v\n%s", want, err, out)
 			}
 		}
-		pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 9091)
-		if body, err := httpGet("http://127.0.0.1:" + pf + "/readyz"); err != nil || body != "ok" {
+		pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 9091)
+		if body, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/readyz"); err != nil || body != "ok" {
 			t.Errorf("/readyz through port-forward deployment/mcs-registry 9091: %q %v", body, err)
 		}
 	})
@@ -193,15 +193,15 @@ func TestManualOnNodes(t *testing.T) {
 		manifest = []byte(strings.ReplaceAll(string(manifest), "my-registry.example.com/global-discovery-mcs:dev", harness.ProjectImage))
 		euw1.Apply(t, harness.DecodeYAML(t, "global-discovery-service.yaml", manifest)...)
 		use1.Apply(t, harness.DecodeYAML(t, "pool and router", []byte(fmt.Sprintf(poolAndRouter, harness.BusyboxImage)))...)
-		waitDeploymentAvailable(t, euw1, "global-discovery", "global-discovery-service")
-		pf := portForward(t, euw1, "global-discovery", "service/global-discovery-service", 8080)
+		euw1.WaitDeploymentAvailable(t, "global-discovery", "global-discovery-service")
+		pf := euw1.PortForward(t, "global-discovery", "service/global-discovery-service", 8080)
 		prefix := `"address":"` + strings.TrimSuffix(use1.PodCIDR, "0.0/16")
 		harness.Eventually(t, "/pools and /routers list use1-a's pods", time.Minute, func() string {
-			pools, err := httpGet("http://127.0.0.1:" + pf + "/pools")
+			pools, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/pools")
 			if err != nil {
 				return err.Error()
 			}
-			routers, err := httpGet("http://127.0.0.1:" + pf + "/routers")
+			routers, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/routers")
 			if err != nil {
 				return err.Error()
 			}
@@ -262,10 +262,10 @@ func TestManualOnNodes(t *testing.T) {
 		}
 		restarted := time.Now()
 		kubectlOK(t, use1, "-n", "mcs-system", "delete", "pod", regPods.Items[0].Name)
-		waitDeploymentAvailable(t, use1, "mcs-system", "mcs-registry")
-		pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 8080)
+		use1.WaitDeploymentAvailable(t, "mcs-system", "mcs-registry")
+		pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
 		harness.Eventually(t, "use1-a and usw2-a exports in the new registry (each cluster sends all of its exports at once)", 2*time.Minute, func() string {
-			body, err := httpGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/imports")
+			body, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/imports")
 			if err != nil {
 				return err.Error()
 			}
@@ -336,7 +336,7 @@ func exportAndReach(t *testing.T, use1, usw2, euw1 *harness.Cluster) string {
 	// Through the ServiceImport's IP, the answers come from both source clusters' pods.
 	seen := map[string]bool{}
 	harness.Eventually(t, "answers from both clusters through "+ip, time.Minute, func() string {
-		out, err := kubectl(euw1, "exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
+		out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
 		if err != nil {
 			return fmt.Sprintf("%v: %s", err, out)
 		}
@@ -367,16 +367,6 @@ func readyEndpoints(t *testing.T, c *harness.Cluster, service, source string) in
 		}
 	}
 	return n
-}
-
-func helm(t *testing.T, c *harness.Cluster, args ...string) {
-	t.Helper()
-	c.Helm(t, args...)
-}
-
-func waitDeploymentAvailable(t *testing.T, c *harness.Cluster, ns, name string) {
-	t.Helper()
-	c.WaitDeploymentAvailable(t, ns, name)
 }
 
 // echoWorkload is a Deployment of two busybox httpd pods answering "echo from <cluster>",

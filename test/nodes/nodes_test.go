@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -80,27 +79,20 @@ func TestRealNodes(t *testing.T) {
 			t.Fatalf("nslookup kubernetes.default.svc.cluster.local in %s: want %s\n%s", a.Name, want, out)
 		}
 		// Cluster B's DNS answers for its own cluster, not A's Services.
-		out, _ = kubectl(b, "exec", "-n", ns, "client", "--", "nslookup", "mcs-registry."+ns+".svc.cluster.local")
+		out, _ = b.Kubectl("exec", "-n", ns, "client", "--", "nslookup", "mcs-registry."+ns+".svc.cluster.local")
 		if regexp.MustCompile(`Name:\s+mcs-registry`).MatchString(out) || !strings.Contains(out, "NXDOMAIN") {
 			t.Fatalf("cluster B's DNS on cluster A's Service: want NXDOMAIN\n%s", out)
 		}
 	})
 
 	t.Run("PortForward", func(t *testing.T) {
-		port := portForward(t, a, ns, "pod/"+registryPod.Name, 9091)
-		body, err := httpGet("http://127.0.0.1:" + port + "/readyz")
+		port := a.PortForward(t, ns, "pod/"+registryPod.Name, 9091)
+		body, err := harness.HTTPGet("http://127.0.0.1:" + port + "/readyz")
 		if err != nil || body != "ok" {
 			t.Fatalf("/readyz through kubectl port-forward: %q, %v", body, err)
 		}
 	})
 }
-
-func portForward(t *testing.T, c *harness.Cluster, ns, target string, remotePort int) string {
-	t.Helper()
-	return c.PortForward(t, ns, target, remotePort)
-}
-
-func httpGet(url string) (string, error) { return harness.HTTPGet(url) }
 
 // waitReady waits for the one Pod with labels to be Ready and returns it.
 func waitReady(t *testing.T, c *harness.Cluster, labels map[string]string) *corev1.Pod {
@@ -134,21 +126,11 @@ func waitReady(t *testing.T, c *harness.Cluster, labels map[string]string) *core
 // through the apiserver and the node's kubelet) and returns its output.
 func execIn(t *testing.T, c *harness.Cluster, pod string, args ...string) string {
 	t.Helper()
-	out, err := kubectl(c, append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
+	out, err := c.Kubectl(append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
 	if err != nil {
 		t.Fatalf("kubectl exec %s %v in %s: %v\n%s", pod, args, c.Name, err, out)
 	}
 	return out
-}
-
-func kubectl(c *harness.Cluster, args ...string) (string, error) { return c.Kubectl(args...) }
-
-func kubectlPath(t *testing.T) string {
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "bin", "k8s", "kubectl")
 }
 
 // registryManifest runs the project image as the chart does: /mcs-registry with the memory

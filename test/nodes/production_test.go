@@ -91,7 +91,7 @@ controller:
 `, repo, tag, table, ddb.Region, trustDomain, ddb.Endpoint, harness.DynamoDBAccessKey, harness.DynamoDBSecretKey)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	helm(t, use1, "install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--values", values)
+	use1.Helm(t, "install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--values", values)
 	grpcSvc := &corev1.Service{}
 	if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpcSvc); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ controller:
 	registryURL := fmt.Sprintf("https://%s:%d", use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
 	image := []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
 	for _, c := range []*harness.Cluster{usw2, euw1} {
-		helm(t, c, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system",
+		c.Helm(t, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system",
 			"--set", "registry.enabled=false", "--set", "controller.enabled=true",
 			"--set", "controller.registryUrls={" + registryURL + "}",
 			"--set", "controller.registryTlsCa.configMapName=mcs-registry-ca",
@@ -107,9 +107,9 @@ controller:
 			"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=" + c.Name}, image...)...)
 	}
 	for _, c := range clusters {
-		waitDeploymentAvailable(t, c, "mcs-system", "mcs-controller")
+		c.WaitDeploymentAvailable(t, "mcs-system", "mcs-controller")
 	}
-	waitDeploymentAvailable(t, use1, "mcs-system", "mcs-registry")
+	use1.WaitDeploymentAvailable(t, "mcs-system", "mcs-registry")
 	t.Logf("FIGURE chart installed (DynamoDB, TLS, client certificates), registry and controllers Ready: %s", time.Since(start).Round(time.Second))
 
 	// The clusters, over HTTPS through `kubectl port-forward`, as an administrator.
@@ -126,7 +126,7 @@ controller:
 	roots.AppendCertsFromPEM(caPEM)
 	httpsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: "mcs-registry.mcs-system.svc", MinVersion: tls.VersionTLS12}}}
-	pf := portForward(t, use1, "mcs-system", "deployment/mcs-registry", 8080)
+	pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
 	harness.Eventually(t, "every cluster LEASE_STATE_ACTIVE", time.Minute, func() string {
 		resp, err := httpsClient.Get("https://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
 		if err != nil {
@@ -146,7 +146,7 @@ controller:
 
 func kubectlOK(t *testing.T, c *harness.Cluster, args ...string) {
 	t.Helper()
-	if out, err := kubectl(c, args...); err != nil {
+	if out, err := c.Kubectl(args...); err != nil {
 		t.Fatalf("kubectl %s in %s: %v\n%s", strings.Join(args, " "), c.Name, err, out)
 	}
 }
