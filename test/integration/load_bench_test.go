@@ -112,12 +112,15 @@ func cpuSeconds(pid int) float64 {
 // the chosen store; C clusters register, then all C send SyncExports of S Services of E
 // endpoints each at the same moment (every cluster exports the same Service names, as a
 // fleet does); reported: the wall time of the whole load, the p50 and max latency of one
-// call, and the registry's CPU seconds and RSS. Then W watches with endpoints open at
-// once: the time until every one has its snapshot, and the RSS. Then 200 PutExports, one
-// at a time, each changing one endpoint of one Service, with the W watches following: the
-// p50 and p99 time until every watch has the change, the floor of the same run (the
-// PutExport's own round trip, p50), the writes per second, and the bytes of one change's
-// message. The watches ask what the controller asks: cluster deltas, snapshots in pages of
+// call, and the registry's CPU seconds and RSS. Then the write rate with no watch open
+// (the floor of the rate): 10 clusters (LOAD_WRITERS), each on its own connection, write
+// 100 PutExports each back to back, all at once, each changing one endpoint of its own
+// Service. Then W watches with endpoints open at once: the time until every one has its
+// snapshot, and the RSS. Then 200 PutExports, one at a time, with the W watches following:
+// the p50 and p99 time until every watch has the change, and the floor of the same run
+// (the PutExport's own round trip, p50). Then the writers' burst again, until every watch
+// has its last write: the writes per second followed, and its ratio to the floor; and the
+// bytes of one change's message. The watches ask what the controller asks: cluster deltas, snapshots in pages of
 // 256 imports (LOAD_WATCH=whole: whole imports in one snapshot message, the older form).
 //
 //	cd test && go test -run '^$' -bench 'RegistryLoad/memory' -benchtime 1x -timeout 30m ./integration/
@@ -197,6 +200,16 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-load")
 	reqs = nil
 
+	// The floor of the write rate: the same burst with no watch open.
+	writers, burst := make([]registryv1.RegistryServiceClient, min(loadWriters(), clusters)), 100
+	for i := range writers {
+		writers[i] = dial(b, reg.GRPCAddr) // a connection each, as clusters have
+	}
+	start = time.Now()
+	writeBurst(b, writers, burst)
+	unwatched := float64(len(writers)*burst) / time.Since(start).Seconds()
+	b.ReportMetric(unwatched, "writes/s-floor")
+
 	// W watches with endpoints; each reports when it has its snapshot, then how far it got.
 	type watchState struct {
 		mu  sync.Mutex
@@ -269,9 +282,7 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 
 	// One write at a time, followed by every watch.
 	var follow, floor []time.Duration
-	writes := 200
-	start = time.Now()
-	for i := range writes {
+	for i := range 200 {
 		t := time.Now()
 		resp, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "load-000",
 			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "pool-0000"}, Spec: relaySpec(80),
@@ -314,15 +325,9 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	b.ReportMetric(float64(follow[len(follow)*99/100].Microseconds())/1000, "ms-write-to-all-watches-p99")
 	b.ReportMetric(float64(floor[len(floor)/2].Microseconds())/1000, "ms-floor-put-p50")
 
-	// Throughput: writes back to back, until every watch has the last one.
+	// Throughput: the writers' writes back to back, until every watch has the last one.
 	start = time.Now()
-	for i := range writes {
-		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "load-000",
-			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "pool-0000"}, Spec: relaySpec(80),
-			EndpointGroups: endpoints(fmt.Sprintf("10.0.2.%d", i%250), "10.0.1.1")}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	writeBurst(b, writers, burst)
 	list, err := c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: "prod", Namespace: "none"})
 	if err != nil {
 		b.Fatal(err)
@@ -338,7 +343,9 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 			time.Sleep(time.Millisecond)
 		}
 	}
-	b.ReportMetric(float64(writes)/time.Since(start).Seconds(), "writes/s-followed")
+	followed := float64(len(writers)*burst) / time.Since(start).Seconds()
+	b.ReportMetric(followed, "writes/s-followed")
+	b.ReportMetric(followed/unwatched, "x-writes/s-of-floor")
 	var messages, bytes int
 	for _, st := range states {
 		st.mu.Lock()
@@ -352,4 +359,34 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	if os.Getenv("LOAD_REGISTRY_LOG") != "" {
 		_ = os.WriteFile(os.Getenv("LOAD_REGISTRY_LOG"), []byte(reg.Output()), 0o644) // the registry log, for a closer look
 	}
+}
+
+// loadWriters reads LOAD_WRITERS: how many clusters write at once in the throughput
+// phases (default 10; a fleet's clusters write independently of each other).
+func loadWriters() int {
+	if v, err := strconv.Atoi(os.Getenv("LOAD_WRITERS")); err == nil && v > 0 {
+		return v
+	}
+	return 10
+}
+
+// writeBurst has one cluster per writer (load-000…) write n PutExports back to back, each
+// changing one endpoint of its own Service, all writers at once.
+func writeBurst(b *testing.B, writers []registryv1.RegistryServiceClient, n int) {
+	var wg sync.WaitGroup
+	for w, c := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if _, err := c.PutExport(context.Background(), &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: fmt.Sprintf("load-%03d", w),
+					Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("pool-%04d", w)}, Spec: relaySpec(80),
+					EndpointGroups: endpoints(fmt.Sprintf("10.%d.2.%d", w, i%250), "10.0.1.1")}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

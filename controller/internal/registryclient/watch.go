@@ -204,7 +204,9 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 
 func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	w.mu.Lock()
-	if resp.GetSnapshot() || w.imports == nil {
+	// A snapshot's first page starts the set; its later pages (and the first message of a
+	// watch that has nothing yet) add to it.
+	if resp.GetSnapshot() || (w.imports == nil && w.paging == nil) {
 		w.paging = make(map[types.NamespacedName]*registryv1.ServiceImport, len(resp.GetUpserts()))
 	}
 	if w.paging != nil {

@@ -2,7 +2,9 @@ package registryclient
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -55,5 +57,30 @@ func TestImportWatchPagesAndDeltas(t *testing.T) {
 	last := rec.calls[len(rec.calls)-1]
 	if len(last) != 2 {
 		t.Fatalf("last notification %v, want pool and router", last)
+	}
+}
+
+// TestImportWatchFirstSnapshotInPages: the first snapshot of a new watch (nothing held
+// yet) arrives in pages; every page counts, not only the last (a controller starting
+// against more imports than one page imported only the last page's).
+func TestImportWatchFirstSnapshotInPages(t *testing.T) {
+	for _, pages := range []int{1, 2, 3} {
+		w := &ImportWatch{}
+		rec := &recorder{}
+		w.onChange = func(keys []types.NamespacedName) { rec.ImportsChanged(context.Background(), keys) }
+		var want []string
+		for p := range pages {
+			name := fmt.Sprintf("svc-%d", p)
+			want = append(want, name+"=a")
+			resp := &registryv1.WatchImportsResponse{Epoch: "e1", Revision: 5, Snapshot: p == 0, SnapshotContinues: p < pages-1,
+				Upserts: []*registryv1.ServiceImport{imp(name, "a")}}
+			w.apply(resp)
+			if p < pages-1 && (w.synced || len(rec.calls) != 0) {
+				t.Fatalf("%d pages: synced %v with %d notifications after page %d", pages, w.synced, len(rec.calls), p)
+			}
+		}
+		if got := view(w); got != strings.Join(want, " ") || !w.synced || len(rec.calls) != 1 || len(rec.calls[0]) != pages {
+			t.Fatalf("%d pages: view %q, synced %v, notifications %v; want %q", pages, got, w.synced, rec.calls, strings.Join(want, " "))
+		}
 	}
 }
