@@ -1,6 +1,8 @@
 package importdelta
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -52,5 +54,51 @@ func TestApply(t *testing.T) {
 				t.Fatalf("Apply changed its input: %v", tc.prev)
 			}
 		})
+	}
+}
+
+// TestView: a snapshot in pages changes nothing until its last page (the first snapshot of
+// a watch too), then replaces the view; deltas, upserts and deletes apply in order; a
+// later snapshot reports what it dropped.
+func TestView(t *testing.T) {
+	imp := func(name, cl, addr string) *registryv1.ServiceImport {
+		return &registryv1.ServiceImport{Service: &registryv1.ServiceKey{Namespace: "ns", Name: name}, Clusters: []*registryv1.ImportCluster{cluster(cl, addr)}}
+	}
+	page := func(rev int64, first, more bool, imps ...*registryv1.ServiceImport) *registryv1.WatchImportsResponse {
+		return &registryv1.WatchImportsResponse{Epoch: "e", Revision: rev, Snapshot: first, SnapshotContinues: more, Upserts: imps}
+	}
+	view := func(v *View) string {
+		var out []string
+		for k, i := range v.Imports {
+			out = append(out, k+"="+i.GetClusters()[0].GetEndpointGroups()[0].GetEndpoints()[0].GetAddresses()[0])
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	var v View
+	for i, step := range []struct {
+		msg     *registryv1.WatchImportsResponse
+		done    bool
+		changed string
+		view    string
+	}{
+		{page(3, true, true, imp("a", "c1", "10.0.0.1")), false, "", ""},
+		{page(3, false, true, imp("b", "c1", "10.0.0.2")), false, "", ""},
+		{page(3, false, false, imp("c", "c1", "10.0.0.3")), true, "ns/a ns/b ns/c", "ns/a=10.0.0.1 ns/b=10.0.0.2 ns/c=10.0.0.3"},
+		{&registryv1.WatchImportsResponse{Epoch: "e", Revision: 4, Deltas: []*registryv1.ImportDelta{{Service: &registryv1.ServiceKey{Namespace: "ns", Name: "b"}, Clusters: []*registryv1.ImportCluster{cluster("c1", "10.0.0.9")}}},
+			Deletes: []*registryv1.ServiceKey{{Namespace: "ns", Name: "c"}}}, true, "ns/b ns/c", "ns/a=10.0.0.1 ns/b=10.0.0.9"},
+		{page(9, true, true, imp("b", "c1", "10.0.0.9")), false, "", "ns/a=10.0.0.1 ns/b=10.0.0.9"},
+		{page(9, false, false, imp("d", "c1", "10.0.0.4")), true, "ns/a ns/b ns/d", "ns/b=10.0.0.9 ns/d=10.0.0.4"},
+	} {
+		changed, done := v.Apply(step.msg)
+		if done != step.done || strings.Join(changed, " ") != step.changed || view(&v) != step.view {
+			t.Fatalf("step %d: done %v changed %q view %q; want %v %q %q", i, done, changed, view(&v), step.done, step.changed, step.view)
+		}
+		if wantSnap := done && step.msg.GetDeltas() == nil; done && v.Snapshot != wantSnap {
+			t.Fatalf("step %d: Snapshot %v, want %v", i, v.Snapshot, wantSnap)
+		}
+	}
+	if v.Epoch != "e" || v.Revision != 9 {
+		t.Fatalf("epoch %q revision %d, want e 9", v.Epoch, v.Revision)
 	}
 }

@@ -1,6 +1,7 @@
 """Lists the clusters of a clusterset and watches its ServiceImports through the generated
 Python client (pip install ./api/gen/python). Prints one JSON line for the clusters, then
-one per watch message, and exits after --events messages (0: never).
+one per change of its view of the imports (a snapshot, however many pages it took, or a
+delta), and exits after --events of them (0: never).
 
     python3 watch_imports.py --registry localhost:9090 --clusterset prod --events 2
 
@@ -13,17 +14,20 @@ import sys
 
 import grpc
 from globaldiscoverymcs.registry.v1 import registry_pb2, registry_pb2_grpc
+from globaldiscoverymcs_importdelta import ImportView
 
 
-def key(k: registry_pb2.ServiceKey) -> str:
-    return f"{k.namespace}/{k.name}"
+def addresses(imp: registry_pb2.ServiceImport) -> dict:
+    """An import's endpoint addresses by source cluster."""
+    return {c.cluster_id: [a for g in c.endpoint_groups for e in g.endpoints for a in e.addresses] for c in imp.clusters}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--registry", default="localhost:9090", help="the registry's gRPC address (host:port)")
     parser.add_argument("--clusterset", required=True, help="the clusterset id")
-    parser.add_argument("--events", type=int, default=0, help="exit after this many watch messages; 0: never")
+    parser.add_argument("--events", type=int, default=0, help="exit after this many changes of the view; 0: never")
+    parser.add_argument("--page-size", type=int, default=256, help="imports per snapshot message (1 to 10000)")
     args = parser.parse_args()
 
     with grpc.insecure_channel(args.registry) as channel:
@@ -35,16 +39,26 @@ def main() -> int:
         ]
         print(json.dumps({"clusters": clusters}), flush=True)
 
-        watch = stub.WatchImports(registry_pb2.WatchImportsRequest(clusterset=args.clusterset))
+        # Cluster deltas (an endpoint change sends only that cluster's part of the import)
+        # and snapshots in pages, as the controller watches; ImportView puts them together.
+        watch = stub.WatchImports(registry_pb2.WatchImportsRequest(
+            clusterset=args.clusterset, include_endpoints=True, cluster_deltas=True, snapshot_page_size=args.page_size))
+        view = ImportView()
         n = 0
-        # A snapshot replaces what the client holds; otherwise upserts and deletes apply in
-        # order. Resume after a disconnect with resume_epoch and resume_revision.
         for msg in watch:
+            changed = view.apply(msg)
+            if changed is None:
+                continue  # a page of a snapshot: the view changes at its last page
+            # One line per change of the view: the Services changed, and for each that is
+            # still imported, its endpoint addresses by source cluster. Resume after a
+            # disconnect with resume_epoch and resume_revision (view.epoch, view.revision).
+            upserts = [k for k in changed if k in view.imports]
             print(json.dumps({
-                "revision": msg.revision,
-                "snapshot": msg.snapshot,
-                "upserts": [key(i.service) for i in msg.upserts],
-                "deletes": [key(k) for k in msg.deletes],
+                "revision": view.revision,
+                "snapshot": view.snapshot,
+                "upserts": upserts,
+                "deletes": [k for k in changed if k not in view.imports],
+                "endpoints": {k: addresses(view.imports[k]) for k in upserts},
             }), flush=True)
             n += 1
             if args.events and n >= args.events:

@@ -18,8 +18,10 @@ import (
 
 // TestExamples runs examples/ (Go, TypeScript, Python) against a real registry, each
 // through its client as a user installs it: the Go module, the npm package built by
-// `npm pack`, the Python package installed by pip. Each must list the registered cluster,
-// get the watch's snapshot, then the delta of an export made after it started.
+// `npm pack`, the Python package installed by pip. Each watches as the controller does
+// (cluster deltas, snapshots in pages) through its language's helper, and must list the
+// registered cluster, get the whole snapshot though it comes in pages, then a new export
+// and an endpoint change made after it started, each applied to what it holds.
 func TestExamples(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -38,14 +40,15 @@ func TestExamples(t *testing.T) {
 	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "use1-a", Region: "us-east-1"}); err != nil {
 		t.Fatalf("RegisterCluster: %v", err)
 	}
-	put := func(name string) {
+	put := func(name, addr string) {
 		t.Helper()
 		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "use1-a",
-			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name}, Spec: relaySpec(80), EndpointGroups: endpoints("10.1.0.1")}); err != nil {
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name}, Spec: relaySpec(80), EndpointGroups: endpoints(addr)}); err != nil {
 			t.Fatalf("PutExport %s: %v", name, err)
 		}
 	}
-	put("router")
+	put("router", "10.1.0.1")
+	put("gateway", "10.1.0.2")
 	examples := map[string][]string{
 		"go":         {goExample, "--registry", reg.GRPCAddr},
 		"typescript": {"node", nodeExample, "--registry", "http://" + reg.GRPCAddr},
@@ -53,7 +56,8 @@ func TestExamples(t *testing.T) {
 	}
 	for name, argv := range examples {
 		t.Run(name, func(t *testing.T) {
-			argv = append(argv, "--clusterset", "prod", "--events", "2")
+			// Pages of one import: the snapshot takes two messages or more.
+			argv = append(argv, "--clusterset", "prod", "--events", "3", "--page-size", "1")
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
@@ -80,14 +84,20 @@ func TestExamples(t *testing.T) {
 			if got := jsonString(next()); !strings.Contains(got, `"clusterId":"use1-a"`) || !strings.Contains(got, `"state":"LEASE_STATE_ACTIVE"`) {
 				t.Fatalf("%s example's clusters: %s", name, got)
 			}
-			if got := jsonString(next()); !strings.Contains(got, `"snapshot":true`) || !strings.Contains(got, `"dynamo/router"`) {
-				t.Fatalf("%s example's first watch message is not the snapshot with dynamo/router: %s", name, got)
+			if got := jsonString(next()); !strings.Contains(got, `"snapshot":true`) || !strings.Contains(got, `"dynamo/router":{"use1-a":[`) || !strings.Contains(got, `"dynamo/gateway":{"use1-a":["10.1.0.2"]}`) {
+				t.Fatalf("%s example's first change is not the whole snapshot (every page) with dynamo/router and dynamo/gateway: %s", name, got)
 			}
-			// A change after the snapshot arrives as a delta.
+			// A new export after the snapshot arrives as a delta with its header.
 			service := "pool-" + name
-			put(service)
-			if got := jsonString(next()); strings.Contains(got, `"snapshot":true`) || !strings.Contains(got, `"dynamo/`+service+`"`) {
+			put(service, "10.1.0.3")
+			if got := jsonString(next()); strings.Contains(got, `"snapshot":true`) || !strings.Contains(got, `"dynamo/`+service+`":{"use1-a":["10.1.0.3"]}`) {
 				t.Fatalf("%s example's delta lacks dynamo/%s: %s", name, service, got)
+			}
+			// An endpoint change: a cluster delta, applied to the import held.
+			addr := map[string]string{"go": "10.1.0.11", "typescript": "10.1.0.12", "python": "10.1.0.13"}[name]
+			put("router", addr)
+			if got := jsonString(next()); !strings.Contains(got, `"upserts":["dynamo/router"]`) || !strings.Contains(got, `"dynamo/router":{"use1-a":["`+addr+`"]}`) {
+				t.Fatalf("%s example's view after router's endpoint change: %s", name, got)
 			}
 			_, _ = io.Copy(io.Discard, stdout)
 			if err := cmd.Wait(); err != nil {
@@ -141,7 +151,7 @@ func buildTSExample(t *testing.T, root, tmp string) string {
 	for _, f := range packed[0].Files {
 		files[f.Path] = true
 	}
-	for _, f := range []string{"package.json", "README.md", "dist/globaldiscoverymcs/registry/v1/registry_pb.js", "dist/globaldiscoverymcs/registry/v1/registry_pb.d.ts", "src/globaldiscoverymcs/registry/v1/registry_pb.ts"} {
+	for _, f := range []string{"package.json", "README.md", "dist/src/globaldiscoverymcs/registry/v1/registry_pb.js", "dist/src/globaldiscoverymcs/registry/v1/registry_pb.d.ts", "src/globaldiscoverymcs/registry/v1/registry_pb.ts", "lib/importdelta.ts", "dist/lib/importdelta.js", "dist/lib/importdelta.d.ts"} {
 		if !files[f] {
 			t.Errorf("npm package %s@%s lacks %s (has %v)", packed[0].Name, packed[0].Version, f, files)
 		}

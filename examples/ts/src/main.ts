@@ -1,6 +1,7 @@
 // Lists the clusters of a clusterset and watches its ServiceImports through the generated
-// TypeScript client. Prints one JSON line for the clusters, then one per watch message, and
-// exits after --events messages (0: never).
+// TypeScript client. Prints one JSON line for the clusters, then one per change of its view of
+// the imports (a snapshot, however many pages it took, or a delta), and exits after --events
+// of them (0: never).
 //
 //   npm run build && node dist/main.js --registry http://localhost:9090 --clusterset prod --events 2
 //
@@ -9,7 +10,8 @@
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { LeaseState, RegistryService, type ServiceKey } from "@ai-dynamo/global-discovery-mcs-api/registry/v1";
+import { LeaseState, RegistryService } from "@ai-dynamo/global-discovery-mcs-api/registry/v1";
+import { ImportView } from "@ai-dynamo/global-discovery-mcs-api/importdelta";
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -17,6 +19,7 @@ async function main(): Promise<void> {
       registry: { type: "string", default: "http://localhost:9090" },
       clusterset: { type: "string" },
       events: { type: "string", default: "0" },
+      "page-size": { type: "string", default: "256" },
     },
   });
   if (!values.clusterset) {
@@ -36,17 +39,31 @@ async function main(): Promise<void> {
     })),
   }));
 
-  const key = (k?: ServiceKey) => `${k?.namespace}/${k?.name}`;
+  // Cluster deltas (an endpoint change sends only that cluster's part of the import) and
+  // snapshots in pages, as the controller watches; ImportView puts them together.
+  const view = new ImportView();
   const abort = new AbortController();
   let n = 0;
-  // A snapshot replaces what the client holds; otherwise upserts and deletes apply in order.
-  // Resume after a disconnect with resumeEpoch and resumeRevision.
-  for await (const msg of client.watchImports({ clusterset: values.clusterset }, { signal: abort.signal })) {
+  const request = { clusterset: values.clusterset, includeEndpoints: true, clusterDeltas: true, snapshotPageSize: Number(values["page-size"]) };
+  for await (const msg of client.watchImports(request, { signal: abort.signal })) {
+    const changed = view.apply(msg);
+    if (changed === undefined) continue; // a page of a snapshot: the view changes at its last page
+    // One line per change of the view: the Services changed, and for each that is still
+    // imported, its endpoint addresses by source cluster. Resume after a disconnect with
+    // resumeEpoch and resumeRevision (view.epoch, view.revision).
+    const upserts = changed.filter((k) => view.imports.has(k));
+    const endpoints: Record<string, Record<string, string[]>> = {};
+    for (const k of upserts) {
+      endpoints[k] = Object.fromEntries(view.imports.get(k)!.clusters.map((c) => [
+        c.clusterId, c.endpointGroups.flatMap((g) => g.endpoints.flatMap((e) => e.addresses)),
+      ]));
+    }
     console.log(JSON.stringify({
-      revision: Number(msg.revision),
-      snapshot: msg.snapshot,
-      upserts: msg.upserts.map((i) => key(i.service)),
-      deletes: msg.deletes.map(key),
+      revision: Number(view.revision),
+      snapshot: view.snapshot,
+      upserts,
+      deletes: changed.filter((k) => !view.imports.has(k)),
+      endpoints,
     }));
     if (events > 0 && ++n >= events) {
       abort.abort();
