@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
@@ -253,4 +255,37 @@ func TestImportLongNameAndHeadless(t *testing.T) {
 	if err := cl.Client.List(ctx, &list, client.MatchingLabels{"multicluster.kubernetes.io/service-name": long}); err != nil || len(list.Items) != 1 || list.Items[0].Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Fatalf("derived Service of a headless import: %+v %v", list.Items, err)
 	}
+}
+
+// TestImportSnapshotInPages: a controller that starts against more imports than one page
+// of the registry's snapshot (256) imports them all, not only the last page's.
+func TestImportSnapshotInPages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	c := dial(t, reg.GRPCAddr)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "usw2-a", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	const services = 300
+	req := &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: "usw2-a"}
+	for i := range services {
+		req.Exports = append(req.Exports, &registryv1.ExportContent{Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("svc-%03d", i)},
+			Spec: relaySpec(80), EndpointGroups: endpoints(fmt.Sprintf("10.2.%d.%d", i/250, i%250))})
+	}
+	if _, err := c.SyncExports(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	cl := memberCluster(t, ctx)
+	cl.StartController(t, "mcs-controller", controllerArgs(reg, "use1-a")...)
+	harness.Eventually(t, "every import in the cluster", 2*time.Minute, func() string {
+		var list mcsv1beta1.ServiceImportList
+		if err := cl.Client.List(ctx, &list, client.InNamespace("dynamo")); err != nil {
+			return err.Error()
+		}
+		if len(list.Items) != services {
+			return fmt.Sprintf("%d ServiceImports, want %d", len(list.Items), services)
+		}
+		return ""
+	})
 }
