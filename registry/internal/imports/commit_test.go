@@ -10,20 +10,23 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// TestGroupCommit: concurrent refreshes are applied in few batches, each caller's keys
-// together in one batch that has finished when the caller returns.
+// TestGroupCommit: concurrent refreshes are applied in few batches, each caller's keys and
+// known exports together in one batch that has finished when the caller returns.
 func TestGroupCommit(t *testing.T) {
 	var g groupCommit
 	var mu sync.Mutex
 	applied := map[store.ServiceKey]int{} // key -> batch number
 	batches := 0
-	apply := func(_ context.Context, keys []store.ServiceKey) error {
+	apply := func(_ context.Context, keys []store.ServiceKey, known []store.Export) error {
 		time.Sleep(5 * time.Millisecond)
 		mu.Lock()
 		defer mu.Unlock()
 		batches++
 		for _, k := range keys {
 			applied[k] = batches
+		}
+		for _, e := range known {
+			applied[e.Service] = batches
 		}
 		return nil
 	}
@@ -34,13 +37,14 @@ func TestGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			keys := []store.ServiceKey{{Namespace: "a", Name: fmt.Sprint(i)}, {Namespace: "b", Name: fmt.Sprint(i)}, {Namespace: "shared", Name: "x"}}
-			if err := g.do(context.Background(), keys, apply); err != nil {
+			known := []store.Export{{Service: store.ServiceKey{Namespace: "c", Name: fmt.Sprint(i)}}}
+			if err := g.do(context.Background(), keys, known, apply); err != nil {
 				t.Error(err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if applied[keys[0]] == 0 || applied[keys[0]] != applied[keys[1]] {
-				t.Errorf("caller %d returned before its keys were applied together: %d %d", i, applied[keys[0]], applied[keys[1]])
+			if applied[keys[0]] == 0 || applied[keys[0]] != applied[keys[1]] || applied[keys[0]] != applied[known[0].Service] {
+				t.Errorf("caller %d returned before its keys and exports were applied together: %d %d %d", i, applied[keys[0]], applied[keys[1]], applied[known[0].Service])
 			}
 		}()
 	}

@@ -23,7 +23,20 @@ func (c *Cache) RefreshServices(ctx context.Context, clusterset string, keys []s
 	if s == nil {
 		return nil
 	}
-	return s.commit.do(ctx, keys, s.refreshServices)
+	return s.commit.do(ctx, keys, nil, s.refreshServices)
+}
+
+// ApplySync applies a cluster's SyncExports: written are the exports as the store holds
+// them after it (applied from the write's result, without a read, by the rule of ApplyPut),
+// gone the Services whose export of the cluster it deleted (read from the store). In one
+// step, and in the group commit: many clusters' syncs at once (a registry restart) merge
+// each Service once per batch, not once per sync.
+func (c *Cache) ApplySync(ctx context.Context, clusterset string, written []store.Export, gone []store.ServiceKey) error {
+	s := c.existing(clusterset)
+	if s == nil {
+		return nil
+	}
+	return s.commit.do(ctx, gone, written, s.refreshServices)
 }
 
 // ApplyPut applies an export this replica has just written, from the write's own result,
@@ -43,28 +56,35 @@ func (c *Cache) ApplyPut(clusterset string, e store.Export) {
 	if s.clusters == nil {
 		return
 	}
-	held := s.exports[e.Service]
+	if next, ok := placed(s.exports[e.Service], e); ok {
+		s.setExportsLocked(e.Service, next)
+		s.recomputeLocked(e.Service, now)
+	}
+}
+
+// placed returns held (one Service's exports, sorted by cluster) with e in its cluster's
+// place, and false when held has it already or a newer write of its cluster.
+func placed(held []store.Export, e store.Export) ([]store.Export, bool) {
 	next := make([]store.Export, 0, len(held)+1)
-	placed := false
+	in := false
 	for _, x := range held {
 		switch {
 		case x.ClusterID != e.ClusterID:
 			next = append(next, x)
 		case x.UpdateTime.After(e.UpdateTime):
-			return // a newer write is held
+			return nil, false // a newer write is held
 		case x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups):
-			return // this write is held: its echo reached the cache first
+			return nil, false // this write is held: its echo reached the cache first
 		default:
 			next = append(next, e)
-			placed = true
+			in = true
 		}
 	}
-	if !placed {
+	if !in {
 		next = append(next, e)
 		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
 	}
-	s.setExportsLocked(e.Service, next)
-	s.recomputeLocked(e.Service, now)
+	return next, true
 }
 
 // unapplied returns the Services whose state after a change (the cluster's exports in

@@ -246,8 +246,9 @@ func (s *set) close() {
 	}
 }
 
-// refreshServices reads the Services' exports and recomputes their imports in one step.
-func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey) error {
+// refreshServices reads the Services' exports (keys), places the exports known from writes
+// (known), and recomputes each changed import once, all in one step.
+func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, known []store.Export) error {
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
 	read := make([][]store.Export, len(keys))
@@ -264,11 +265,31 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey) erro
 	if s.clusters == nil {
 		return nil
 	}
+	next := make(map[store.ServiceKey][]store.Export, len(keys)+len(known))
+	var order []store.ServiceKey
 	for i, k := range keys {
 		if sameExports(s.exports[k], read[i]) {
 			continue
 		}
-		s.setExportsLocked(k, read[i])
+		if _, ok := next[k]; !ok {
+			order = append(order, k)
+		}
+		next[k] = read[i]
+	}
+	for _, e := range known {
+		held, ok := next[e.Service]
+		if !ok {
+			held = s.exports[e.Service]
+		}
+		if p, ok := placed(held, e); ok {
+			if _, seen := next[e.Service]; !seen {
+				order = append(order, e.Service)
+			}
+			next[e.Service] = p
+		}
+	}
+	for _, k := range order {
+		s.setExportsLocked(k, next[k])
 		s.recomputeLocked(k, now)
 	}
 	return nil

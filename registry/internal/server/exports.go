@@ -164,24 +164,21 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 			Spec: x.GetSpec(), EndpointGroups: x.GetEndpointGroups(), CreateTime: now, UpdateTime: now,
 		}
 	}
-	_, deleted, err := s.store.SyncExports(ctx, key, exports)
+	stored, deleted, err := s.store.SyncExports(ctx, key, exports)
 	if err != nil {
 		return nil, s.storeError("sync exports", err)
 	}
-	// Applied as the changes it makes, in one step: its cost follows the caller's exports,
-	// not the clusterset's.
-	changed := make([]store.ServiceKey, 0, len(exports)+len(before))
-	for _, e := range exports {
-		changed = append(changed, e.Service)
-	}
+	// Applied as the changes it makes, in one step, from the write's own result (only the
+	// Services it no longer exports are read): its cost follows the caller's exports, not
+	// the clusterset's, and many clusters' syncs at once (a registry restart) merge each
+	// Service once per group commit, not once per sync.
+	var gone []store.ServiceKey
 	for _, k := range before {
 		if !seen[k] {
-			changed = append(changed, k)
+			gone = append(gone, k)
 		}
 	}
-	// Read back through the cache's group commit: many clusters' syncs at once (a
-	// registry restart) merge each Service once per commit, not once per sync.
-	if err := s.cache.RefreshServices(ctx, key.Clusterset, changed); err != nil {
+	if err := s.cache.ApplySync(ctx, key.Clusterset, stored, gone); err != nil {
 		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
 	}
 	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)}

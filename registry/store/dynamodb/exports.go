@@ -129,18 +129,14 @@ func heldFrom(item map[string]types.AttributeValue) *held {
 // then the export item in a transaction with a check that the cluster exists, then the
 // previous chunks are removed. old is what the table held (nil: nothing).
 func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held) (store.Export, error) {
-	spec, eps := enc.spec, enc.eps
 	var err error
 	p := pk(e.Clusterset)
-	values := map[string]types.AttributeValue{
-		":spec": bytesAttr(spec), ":now": numAttr(ms(e.CreateTime)), ":upd": numAttr(ms(e.UpdateTime)), ":sum": bytesAttr(enc.sum),
-	}
-	update := "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum"
+	var update string
+	var values map[string]types.AttributeValue
 	gen := ""
 	var parts [][]byte
-	if len(eps) <= inlineLimit {
-		values[":eps"] = bytesAttr(eps)
-		update += ", eps = :eps REMOVE gen, chunks"
+	if len(enc.eps) <= inlineLimit {
+		update, values = inlineUpdate(e, enc)
 	} else {
 		if parts, err = chunks(e.EndpointGroups); err != nil {
 			return store.Export{}, fmt.Errorf("split endpoints: %w", err)
@@ -153,6 +149,7 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 				return store.Export{}, unavailable("write endpoint chunk", err)
 			}
 		}
+		update, values = exportValues(e, enc)
 		values[":gen"], values[":chunks"] = strAttr(gen), numAttr(int64(len(parts)))
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
 	}
@@ -179,13 +176,50 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 	if old != nil && old.gen != "" {
 		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, old.gen, old.chunks)
 	}
-	// The create time is written once: the held one, or this write's. Times are returned
-	// as stored (milliseconds), so the write's result and later reads of it are equal.
+	return asStored(e, old), nil
+}
+
+// asStored is an export as the table holds it after its write: times in milliseconds (so
+// the write's result and later reads of it are equal), and the create time written once
+// (the held one, or this write's).
+func asStored(e store.Export, old *held) store.Export {
 	e.CreateTime, e.UpdateTime = fromMs(ms(e.CreateTime)), fromMs(ms(e.UpdateTime))
 	if old != nil {
 		e.CreateTime = old.create
 	}
-	return e, nil
+	return e
+}
+
+// exportValues is the update of an export item's attributes other than its endpoints.
+func exportValues(e store.Export, enc encoded) (string, map[string]types.AttributeValue) {
+	values := map[string]types.AttributeValue{
+		":spec": bytesAttr(enc.spec), ":now": numAttr(ms(e.CreateTime)), ":upd": numAttr(ms(e.UpdateTime)), ":sum": bytesAttr(enc.sum),
+	}
+	return "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum", values
+}
+
+// inlineUpdate is the update of an export item whose endpoints fit in it.
+func inlineUpdate(e store.Export, enc encoded) (string, map[string]types.AttributeValue) {
+	update, values := exportValues(e, enc)
+	values[":eps"] = bytesAttr(enc.eps)
+	return update + ", eps = :eps REMOVE gen, chunks", values
+}
+
+// clusterCheck is a write's condition on its cluster: the cluster exists and no delete of
+// its exports is newer than the write (time w, microseconds).
+func clusterCheck(table *string, p, clusterID string, w int64) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: table, Key: key(p, clusterSK(clusterID)),
+		ConditionExpression:                 aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :w)"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":w": numAttr(w)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}
+}
+
+// exportUpdate is the write of an export item at time w, unless a newer write applied.
+func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64) types.TransactWriteItem {
+	values[":w"] = numAttr(w)
+	return types.TransactWriteItem{Update: &types.Update{TableName: table, Key: key(p, exportSK(e.Service, e.ClusterID)),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
+		ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}}
 }
 
 // errFenced: a delete of the cluster's exports is newer than the write.
@@ -195,15 +229,8 @@ var errFenced = errors.New("fenced by a later delete")
 // delete of its exports is newer (fenceUs) and no newer write of the export applied.
 func (st *Store) writeExport(ctx context.Context, p string, e store.Export, update string, values map[string]types.AttributeValue) error {
 	w := st.now().UnixMicro()
-	values[":w"] = numAttr(w)
 	_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(e.ClusterID)),
-			ConditionExpression:                 aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :w)"),
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":w": numAttr(w)},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
-		{Update: &types.Update{TableName: &st.table, Key: key(p, exportSK(e.Service, e.ClusterID)),
-			UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
-			ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}},
+		clusterCheck(&st.table, p, e.ClusterID, w), exportUpdate(&st.table, p, e, update, values, w),
 	}})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {

@@ -263,3 +263,71 @@ func testAbandonedWritesDoNotApply(t *testing.T, s store.Store) {
 		t.Fatalf("a write after a delete did not apply: %v, %v", list, err)
 	}
 }
+
+// testSyncExportsMany syncs more exports than one DynamoDB transaction holds (99 export
+// items), one of them with endpoints too large for one item, then syncs again with some
+// changed, some unchanged, one grown past one item and one shrunk back: every export reads
+// back as synced, create times are kept, and nothing of another cluster changes.
+func testSyncExportsMany(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	key := store.ClusterKey{Clusterset: "prod", ClusterID: "a"}
+	mustRegister(t, s, cluster("prod", "a", t0))
+	mustRegister(t, s, cluster("prod", "b", t0))
+	mustPut(t, s, export("prod", "b", "dynamo", "svc-000", 80, t0))
+	big := func(e store.Export) store.Export {
+		g := &registryv1.EndpointGroup{AddressType: "IPv4", Ports: e.EndpointGroups[0].Ports}
+		for i := range 10000 {
+			g.Endpoints = append(g.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.9.%d.%d", i/256, i%256)},
+				Hostname: fmt.Sprintf("worker-%05d", i), TargetPod: fmt.Sprintf("my-dgd-worker-7d9f8c6b5-%05d", i)})
+		}
+		e.EndpointGroups = []*registryv1.EndpointGroup{g}
+		return e
+	}
+	const n = 250
+	set := func(at time.Time, port func(i int) int32, large int) []store.Export {
+		out := make([]store.Export, n)
+		for i := range n {
+			out[i] = export("prod", "a", "dynamo", fmt.Sprintf("svc-%03d", i), port(i), at)
+			if i == large {
+				out[i] = big(out[i])
+			}
+		}
+		return out
+	}
+	first := set(t0, func(int) int32 { return 80 }, 7)
+	if _, _, err := s.SyncExports(ctx, key, first); err != nil {
+		t.Fatalf("SyncExports of %d: %v", n, err)
+	}
+	later := t0.Add(time.Hour)
+	// Every third export changes its port; export 7 shrinks back to one endpoint, export 200 grows.
+	second := set(later, func(i int) int32 { return 80 + int32(i%3/2) }, 200)
+	stored, deleted, err := s.SyncExports(ctx, key, second)
+	if err != nil || deleted != 0 || len(stored) != n {
+		t.Fatalf("second SyncExports = %d stored, %d deleted, %v; want %d, 0, nil", len(stored), deleted, err, n)
+	}
+	for i, e := range stored {
+		if !sameTime(e.CreateTime, t0) {
+			t.Fatalf("stored[%d] (%s) create time %v, want %v", i, e.Service, e.CreateTime, t0)
+		}
+	}
+	list, err := s.ListExports(ctx, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]store.Export{}
+	for _, e := range list {
+		byKey[e.ClusterID+":"+e.Service.Name] = e
+	}
+	if len(list) != n+1 {
+		t.Fatalf("ListExports = %d exports, want %d", len(list), n+1)
+	}
+	for i, want := range second {
+		got := byKey["a:"+want.Service.Name]
+		if !proto.Equal(got.Spec, want.Spec) || len(got.EndpointGroups) != 1 || !proto.Equal(got.EndpointGroups[0], want.EndpointGroups[0]) {
+			t.Fatalf("export %d (%s) did not read back as synced: port %v, %d groups", i, want.Service, got.Spec.GetPorts(), len(got.EndpointGroups))
+		}
+	}
+	if b := byKey["b:svc-000"]; b.Spec.GetPorts()[0].GetPort() != 80 || !sameTime(b.UpdateTime, t0) {
+		t.Fatalf("another cluster's export changed: %v at %v", b.Spec, b.UpdateTime)
+	}
+}

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DeleteExport", testDeleteExport},
 		{"DeleteClusterRemovesExports", testDeleteClusterRemovesExports},
 		{"SyncExportsReplacesSet", testSyncExportsReplacesSet},
+		{"SyncExportsMany", testSyncExportsMany},
 		{"ListExportsSorted", testListExportsSorted},
 		{"LargeEndpointSet", testLargeEndpointSet},
 		{"ChangesDelivered", testChangesDelivered},
