@@ -65,23 +65,60 @@ func (c *Cache) ApplyPut(clusterset string, e store.Export) {
 // placed returns held (one Service's exports, sorted by cluster) with e in its cluster's
 // place, and false when held has it already or a newer write of its cluster.
 func placed(held []store.Export, e store.Export) ([]store.Export, bool) {
-	next := make([]store.Export, 0, len(held)+1)
-	in := false
-	for _, x := range held {
-		switch {
-		case x.ClusterID != e.ClusterID:
-			next = append(next, x)
-		case x.UpdateTime.After(e.UpdateTime):
-			return nil, false // a newer write is held
-		case x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups):
-			return nil, false // this write is held: its echo reached the cache first
-		default:
-			next = append(next, e)
-			in = true
+	return placedAll(held, []store.Export{e})
+}
+
+// placedAll places each of es (writes of one Service, one per cluster) as placed does, in
+// one copy of held.
+func placedAll(held []store.Export, es []store.Export) ([]store.Export, bool) {
+	next := make([]store.Export, len(held), len(held)+len(es))
+	copy(next, held)
+	// One write (a PutExport) looks its cluster up in a scan; many, in an index.
+	var at map[string]int
+	if len(es) > 1 {
+		at = make(map[string]int, len(held)+len(es))
+		for i, x := range held {
+			at[x.ClusterID] = i
 		}
 	}
-	if !in {
-		next = append(next, e)
+	find := func(id string) (int, bool) {
+		if at != nil {
+			i, ok := at[id]
+			return i, ok
+		}
+		for i, x := range next {
+			if x.ClusterID == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	changed, grown := false, false
+	for _, e := range es {
+		i, ok := find(e.ClusterID)
+		if !ok {
+			if at != nil {
+				at[e.ClusterID] = len(next)
+			}
+			next = append(next, e)
+			changed, grown = true, true
+			continue
+		}
+		x := next[i]
+		switch {
+		case x.UpdateTime.After(e.UpdateTime):
+			// a newer write is held
+		case x.UpdateTime.Equal(e.UpdateTime) && x.Spec == e.Spec && sameGroups(x.EndpointGroups, e.EndpointGroups):
+			// this write is held: its echo reached the cache first
+		default:
+			next[i] = e
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	if grown {
 		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
 	}
 	return next, true

@@ -124,8 +124,18 @@ func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
 	}
 	s.revision++
 	s.log = append(s.log, logEntry{rev: s.revision, key: k, prev: old})
-	if over := len(s.log) - s.cache.history; over > 0 {
-		s.log = append(s.log[:0:0], s.log[over:]...)
+	// The log holds the last history changes (heldLogLocked). Its storage is trimmed once
+	// per history changes into room for as many again, so a change costs O(1), not a copy
+	// of the whole log (a burst of 100,000 changes copied 4,096 entries each); an entry
+	// that leaves the held window lets go of its import at once.
+	h := s.cache.history
+	if n := len(s.log) - h - 1; n >= 0 {
+		s.log[n].prev = nil
+	}
+	if len(s.log) >= 2*h {
+		kept := make([]logEntry, h, 2*h)
+		copy(kept, s.log[len(s.log)-h:])
+		s.log = kept
 	}
 	for w := range s.watchers {
 		select {
@@ -276,16 +286,26 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, know
 		}
 		next[k] = read[i]
 	}
+	// Known exports by Service, each Service's placed at once: a batch of many clusters'
+	// syncs costs each Service one pass, not one copy of its exports per cluster.
+	byService := map[store.ServiceKey][]store.Export{}
+	var services []store.ServiceKey
 	for _, e := range known {
-		held, ok := next[e.Service]
-		if !ok {
-			held = s.exports[e.Service]
+		if _, ok := byService[e.Service]; !ok {
+			services = append(services, e.Service)
 		}
-		if p, ok := placed(held, e); ok {
-			if _, seen := next[e.Service]; !seen {
-				order = append(order, e.Service)
+		byService[e.Service] = append(byService[e.Service], e)
+	}
+	for _, k := range services {
+		held, ok := next[k]
+		if !ok {
+			held = s.exports[k]
+		}
+		if p, ok := placedAll(held, byService[k]); ok {
+			if _, seen := next[k]; !seen {
+				order = append(order, k)
 			}
-			next[e.Service] = p
+			next[k] = p
 		}
 	}
 	for _, k := range order {

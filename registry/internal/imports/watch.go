@@ -70,7 +70,17 @@ func (s *set) resumableLocked(rev int64) bool {
 	if rev == s.revision {
 		return true
 	}
-	return len(s.log) > 0 && s.log[0].rev <= rev+1
+	held := s.heldLogLocked()
+	return len(held) > 0 && held[0].rev <= rev+1
+}
+
+// heldLogLocked is the log's window of the last history changes; older entries are
+// storage not yet trimmed.
+func (s *set) heldLogLocked() []logEntry {
+	if n := len(s.log) - s.cache.history; n > 0 {
+		return s.log[n:]
+	}
+	return s.log
 }
 
 // Close stops the watch.

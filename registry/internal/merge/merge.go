@@ -141,8 +141,14 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 		protocol string
 		port     int32
 	}
-	first := PortSet(parts[0].Spec.GetPorts())
+	var first map[string]bool
 	for _, e := range parts[1:] {
+		if samePortsInOrder(parts[0].Spec.GetPorts(), e.Spec.GetPorts()) {
+			continue // the usual case, told without building sets
+		}
+		if first == nil {
+			first = PortSet(parts[0].Spec.GetPorts())
+		}
 		if !maps.Equal(first, PortSet(e.Spec.GetPorts())) {
 			conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
 			break
@@ -178,6 +184,9 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 
 // missingPorts returns the ports of the union that an export's ports lack.
 func missingPorts(union, ports []*registryv1.ServicePort) []*registryv1.ServicePort {
+	if samePortsInOrder(union, ports) {
+		return nil
+	}
 	have := PortSet(ports)
 	var out []*registryv1.ServicePort
 	for _, p := range union {
@@ -186,6 +195,20 @@ func missingPorts(union, ports []*registryv1.ServicePort) []*registryv1.ServiceP
 		}
 	}
 	return out
+}
+
+// samePortsInOrder: the same ports in the same order, as PortSet compares them.
+func samePortsInOrder(a, b []*registryv1.ServicePort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.GetName() != y.GetName() || protocol(x.GetProtocol()) != protocol(y.GetProtocol()) || x.GetPort() != y.GetPort() || x.GetAppProtocol() != y.GetAppProtocol() {
+			return false
+		}
+	}
+	return true
 }
 
 // PortSet is a set of ports in a form that compares equal when the ports are the same:

@@ -22,7 +22,7 @@ import (
 
 // serve runs the service on an in-memory listener with the memory store, as the registry
 // wires it (the decoding codec included), and returns a client.
-func serve(t *testing.T, opts Options) registryv1.RegistryServiceClient {
+func serve(t testing.TB, opts Options) registryv1.RegistryServiceClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
