@@ -112,7 +112,8 @@ func cpuSeconds(pid int) float64 {
 // the chosen store; C clusters register, then all C send SyncExports of S Services of E
 // endpoints each at the same moment (every cluster exports the same Service names, as a
 // fleet does); reported: the wall time of the whole load, the p50 and max latency of one
-// call, and the registry's CPU seconds and RSS. Then the write rate with no watch open
+// call, the latency of a small cluster's sync of one export sent 100 ms into the load, and
+// the registry's CPU seconds and RSS. Then the write rate with no watch open
 // (the floor of the rate): 10 clusters (LOAD_WRITERS), each on its own connection, write
 // 100 PutExports each back to back, all at once, each changing one endpoint of its own
 // Service. Then W watches with endpoints open at once: the time until every one has its
@@ -184,10 +185,29 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	if storeFloor != nil {
 		floorLoad = storeFloor(reqs)
 	}
+	// A small cluster that syncs one export while the load runs: how long a call waits for
+	// the others'.
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "small", LeaseDuration: durationpb.New(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	small := &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: "small", Exports: []*registryv1.ExportContent{{
+		Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "small"}, Spec: relaySpec(80), EndpointGroups: endpoints("10.255.0.1")}}}
+	var smallLat time.Duration
 	cpu0 := cpuSeconds(reg.Pid())
 	lat := make([]time.Duration, clusters)
 	var wg sync.WaitGroup
 	start := time.Now()
+	var smallDone sync.WaitGroup
+	smallDone.Add(1)
+	go func() {
+		defer smallDone.Done()
+		time.Sleep(100 * time.Millisecond) // the load under way
+		t := time.Now()
+		if _, err := c.SyncExports(ctx, small); err != nil {
+			b.Error(err)
+		}
+		smallLat = time.Since(t)
+	}()
 	for i, req := range reqs {
 		wg.Add(1)
 		go func() {
@@ -201,6 +221,7 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	}
 	wg.Wait()
 	load := time.Since(start)
+	smallDone.Wait()
 	slices.Sort(lat)
 	b.ReportMetric(load.Seconds(), "s-load")
 	if floorLoad > 0 {
@@ -209,11 +230,14 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	}
 	b.ReportMetric(lat[len(lat)/2].Seconds(), "s-call-p50")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "s-call-max")
+	b.ReportMetric(smallLat.Seconds(), "s-small-call-during-load")
 	b.ReportMetric(cpuSeconds(reg.Pid())-cpu0, "s-cpu-load")
 	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-load")
 	reqs = nil
 
-	// The floor of the write rate: the same burst with no watch open.
+	// The floor of the write rate: the same burst with no watch open, once the registry
+	// has settled from the load (its collector still runs for a while).
+	time.Sleep(2 * time.Second)
 	writers, burst := make([]registryv1.RegistryServiceClient, min(loadWriters(), clusters)), 100
 	for i := range writers {
 		writers[i] = dial(b, reg.GRPCAddr) // a connection each, as clusters have
