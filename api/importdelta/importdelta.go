@@ -5,7 +5,6 @@
 package importdelta
 
 import (
-	"slices"
 	"sort"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -44,10 +43,13 @@ func Apply(prev *registryv1.ServiceImport, d *registryv1.ImportDelta) *registryv
 func Key(k *registryv1.ServiceKey) string { return k.GetNamespace() + "/" + k.GetName() }
 
 // View is a clusterset's imports as a WatchImports stream opened with cluster_deltas (and
-// snapshot_page_size) sends them. Feed it every message in order; the zero View is ready.
-type View struct {
-	// Imports by Key: the state after the last message applied.
-	Imports map[string]*registryv1.ServiceImport
+// snapshot_page_size) sends them, by a key of the caller's choice. Feed it every message
+// in order, and tell it when a stream ends (StreamEnded).
+type View[K comparable] struct {
+	// KeyOf names a Service in Imports.
+	KeyOf func(*registryv1.ServiceKey) K
+	// Imports by key: the state after the last message applied.
+	Imports map[K]*registryv1.ServiceImport
 	// Epoch and Revision of the last message applied: resume a broken stream with them.
 	Epoch    string
 	Revision int64
@@ -55,55 +57,68 @@ type View struct {
 	Snapshot bool
 
 	// paging gathers a snapshot that arrives in pages; nil outside one.
-	paging map[string]*registryv1.ServiceImport
+	paging map[K]*registryv1.ServiceImport
 }
 
-// Apply applies one watch message and returns the Keys of the Services it changed (a Key
-// absent from Imports afterwards was deleted). While a snapshot's pages arrive it returns
-// done false and changes nothing: the snapshot replaces Imports at its last page, so a
-// reader never sees a partial set (which would look like deletions).
-func (v *View) Apply(msg *registryv1.WatchImportsResponse) (changed []string, done bool) {
+// NewView returns a View keyed by Key.
+func NewView() *View[string] { return &View[string]{KeyOf: Key} }
+
+// Apply applies one watch message and returns the keys of the Services it changed (a key
+// absent from Imports afterwards was deleted), each once. While a snapshot's pages arrive
+// it returns done false and changes nothing: the snapshot replaces Imports at its last
+// page, so a reader never sees a partial set (which would look like deletions).
+func (v *View[K]) Apply(msg *registryv1.WatchImportsResponse) (changed []K, done bool) {
 	if msg.GetSnapshot() {
-		v.paging = make(map[string]*registryv1.ServiceImport, len(msg.GetUpserts()))
+		v.paging = make(map[K]*registryv1.ServiceImport, len(msg.GetUpserts()))
+	}
+	seen := map[K]bool{}
+	add := func(k K) {
+		if !seen[k] {
+			seen[k] = true
+			changed = append(changed, k)
+		}
 	}
 	if v.paging != nil {
 		for _, imp := range msg.GetUpserts() {
-			v.paging[Key(imp.GetService())] = imp
+			v.paging[v.KeyOf(imp.GetService())] = imp
 		}
 		if msg.GetSnapshotContinues() {
 			return nil, false
 		}
 		for k := range v.Imports {
 			if _, ok := v.paging[k]; !ok {
-				changed = append(changed, k)
+				add(k)
 			}
 		}
 		for k := range v.paging {
-			changed = append(changed, k)
+			add(k)
 		}
 		v.Imports, v.paging, v.Snapshot = v.paging, nil, true
 	} else {
 		v.Snapshot = false
 		if v.Imports == nil {
-			v.Imports = map[string]*registryv1.ServiceImport{}
+			v.Imports = map[K]*registryv1.ServiceImport{}
 		}
 		for _, imp := range msg.GetUpserts() {
-			k := Key(imp.GetService())
+			k := v.KeyOf(imp.GetService())
 			v.Imports[k] = imp
-			changed = append(changed, k)
+			add(k)
 		}
 	}
 	for _, d := range msg.GetDeltas() {
-		k := Key(d.GetService())
+		k := v.KeyOf(d.GetService())
 		v.Imports[k] = Apply(v.Imports[k], d)
-		changed = append(changed, k)
+		add(k)
 	}
 	for _, s := range msg.GetDeletes() {
-		k := Key(s)
+		k := v.KeyOf(s)
 		delete(v.Imports, k)
-		changed = append(changed, k)
+		add(k)
 	}
 	v.Epoch, v.Revision = msg.GetEpoch(), msg.GetRevision()
-	sort.Strings(changed)
-	return slices.Compact(changed), true
+	return changed, true
 }
+
+// StreamEnded drops a snapshot the ended stream cut short: Imports, Epoch and Revision
+// stay those of the last whole state, which a new stream resumes from.
+func (v *View[K]) StreamEnded() { v.paging = nil }

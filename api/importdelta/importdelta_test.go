@@ -67,7 +67,7 @@ func TestView(t *testing.T) {
 	page := func(rev int64, first, more bool, imps ...*registryv1.ServiceImport) *registryv1.WatchImportsResponse {
 		return &registryv1.WatchImportsResponse{Epoch: "e", Revision: rev, Snapshot: first, SnapshotContinues: more, Upserts: imps}
 	}
-	view := func(v *View) string {
+	view := func(v *View[string]) string {
 		var out []string
 		for k, i := range v.Imports {
 			out = append(out, k+"="+i.GetClusters()[0].GetEndpointGroups()[0].GetEndpoints()[0].GetAddresses()[0])
@@ -75,7 +75,7 @@ func TestView(t *testing.T) {
 		slices.Sort(out)
 		return strings.Join(out, " ")
 	}
-	var v View
+	v := NewView()
 	for i, step := range []struct {
 		msg     *registryv1.WatchImportsResponse
 		done    bool
@@ -91,8 +91,9 @@ func TestView(t *testing.T) {
 		{page(9, false, false, imp("d", "c1", "10.0.0.4")), true, "ns/a ns/b ns/d", "ns/b=10.0.0.9 ns/d=10.0.0.4"},
 	} {
 		changed, done := v.Apply(step.msg)
-		if done != step.done || strings.Join(changed, " ") != step.changed || view(&v) != step.view {
-			t.Fatalf("step %d: done %v changed %q view %q; want %v %q %q", i, done, changed, view(&v), step.done, step.changed, step.view)
+		slices.Sort(changed)
+		if done != step.done || strings.Join(changed, " ") != step.changed || view(v) != step.view {
+			t.Fatalf("step %d: done %v changed %q view %q; want %v %q %q", i, done, changed, view(v), step.done, step.changed, step.view)
 		}
 		if wantSnap := done && step.msg.GetDeltas() == nil; done && v.Snapshot != wantSnap {
 			t.Fatalf("step %d: Snapshot %v, want %v", i, v.Snapshot, wantSnap)
@@ -100,5 +101,15 @@ func TestView(t *testing.T) {
 	}
 	if v.Epoch != "e" || v.Revision != 9 {
 		t.Fatalf("epoch %q revision %d, want e 9", v.Epoch, v.Revision)
+	}
+
+	// A stream that ends mid-snapshot: the next stream resumes from revision 9 with a
+	// delta; the cut snapshot's page must not turn that delta into a partial snapshot.
+	v.Apply(page(12, true, true, imp("x", "c1", "10.0.0.7")))
+	v.StreamEnded()
+	changed, done := v.Apply(&registryv1.WatchImportsResponse{Epoch: "e", Revision: 12, Deltas: []*registryv1.ImportDelta{
+		{Service: &registryv1.ServiceKey{Namespace: "ns", Name: "d"}, Clusters: []*registryv1.ImportCluster{cluster("c1", "10.0.0.5")}}}})
+	if !done || strings.Join(changed, " ") != "ns/d" || view(v) != "ns/b=10.0.0.9 ns/d=10.0.0.5" {
+		t.Fatalf("after a cut snapshot and a resumed delta: done %v changed %q view %q", done, changed, view(v))
 	}
 }

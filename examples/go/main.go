@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -76,7 +77,7 @@ func run(ctx context.Context, out io.Writer, addr, clusterset string, events, pa
 	if err != nil {
 		return fmt.Errorf("watch imports: %w", err)
 	}
-	var view importdelta.View
+	view := importdelta.NewView()
 	for n := 0; events == 0 || n < events; {
 		msg, err := watch.Recv()
 		if err != nil {
@@ -86,9 +87,11 @@ func run(ctx context.Context, out io.Writer, addr, clusterset string, events, pa
 		if !done {
 			continue // a page of a snapshot: the view changes at its last page
 		}
+		slices.Sort(changed)
 		// One line per change of the view: the Services changed, and for each that is still
 		// imported, its endpoint addresses by source cluster. Resume after a disconnect with
-		// resume_epoch and resume_revision (view.Epoch, view.Revision).
+		// resume_epoch and resume_revision (view.Epoch, view.Revision), after
+		// view.StreamEnded().
 		upserts, deletes, addrs := []string{}, []string{}, map[string]map[string][]string{}
 		for _, k := range changed {
 			imp, ok := view.Imports[k]
@@ -122,4 +125,3 @@ func addresses(imp *registryv1.ServiceImport) map[string][]string {
 	}
 	return out
 }
-

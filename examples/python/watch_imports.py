@@ -51,7 +51,8 @@ def main() -> int:
                 continue  # a page of a snapshot: the view changes at its last page
             # One line per change of the view: the Services changed, and for each that is
             # still imported, its endpoint addresses by source cluster. Resume after a
-            # disconnect with resume_epoch and resume_revision (view.epoch, view.revision).
+            # disconnect with resume_epoch and resume_revision (view.epoch, view.revision),
+            # after view.stream_ended().
             upserts = [k for k in changed if k in view.imports]
             print(json.dumps({
                 "revision": view.revision,

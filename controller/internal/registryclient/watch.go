@@ -41,18 +41,15 @@ type ImportWatch struct {
 	mu sync.Mutex
 	// onChange tells Run's listeners the Services whose import changed.
 	onChange func(keys []types.NamespacedName)
-	imports  map[types.NamespacedName]*registryv1.ServiceImport
-	epoch    string
-	rev      int64
-	synced   bool
-	hold     *refillHold
+	// view holds the imports as the stream sent them (epoch and revision included).
+	view   importdelta.View[types.NamespacedName]
+	synced bool
+	hold   *refillHold
 	// holdEnd fires when the hold's time is up.
 	holdEnd *time.Timer
 	// lost is when the stream last ended, zero while one delivers: a hold counts from
 	// there, since the clusters' renewals stopped reaching the old epoch then at the latest.
 	lost time.Time
-	// paging gathers a snapshot that arrives in pages; it replaces imports at its last page.
-	paging map[types.NamespacedName]*registryv1.ServiceImport
 }
 
 // snapshotPageSize bounds a snapshot message: 256 imports of 100 clusters × 10 endpoints
@@ -71,22 +68,22 @@ func (w *ImportWatch) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.hold == nil {
-		return w.imports[k], nil
+		return w.view.Imports[k], nil
 	}
-	return withHeld(w.imports[k], w.hold.before[k], w.hold.waiting)
+	return withHeld(w.view.Imports[k], w.hold.before[k], w.hold.waiting)
 }
 
 // Keys returns the Services that have an import now, held ones included.
 func (w *ImportWatch) Keys() []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]types.NamespacedName, 0, len(w.imports))
-	for k := range w.imports {
+	out := make([]types.NamespacedName, 0, len(w.view.Imports))
+	for k := range w.view.Imports {
 		out = append(out, k)
 	}
 	if w.hold != nil {
 		for _, k := range w.hold.keys() {
-			if _, ok := w.imports[k]; !ok {
+			if _, ok := w.view.Imports[k]; !ok {
 				out = append(out, k)
 			}
 		}
@@ -154,11 +151,11 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w.mu.Lock()
-	req := &registryv1.WatchImportsRequest{Clusterset: w.Clusterset, IncludeEndpoints: w.IncludeEndpoints, ResumeEpoch: w.epoch, ResumeRevision: w.rev,
-		ClusterDeltas: true, SnapshotPageSize: snapshotPageSize}
 	// A snapshot cut short by the stream's end is not applied; the next stream resumes from
 	// what was.
-	w.paging = nil
+	w.view.StreamEnded()
+	req := &registryv1.WatchImportsRequest{Clusterset: w.Clusterset, IncludeEndpoints: w.IncludeEndpoints, ResumeEpoch: w.view.Epoch, ResumeRevision: w.view.Revision,
+		ClusterDeltas: true, SnapshotPageSize: snapshotPageSize}
 	w.mu.Unlock()
 	var stream registryv1.RegistryService_WatchImportsClient
 	url, err := w.Pool.Stream(sctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
@@ -204,61 +201,29 @@ func (w *ImportWatch) once(ctx context.Context) (bool, error) {
 
 func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 	w.mu.Lock()
-	// A snapshot's first page starts the set; its later pages (and the first message of a
-	// watch that has nothing yet) add to it.
-	if resp.GetSnapshot() || (w.imports == nil && w.paging == nil) {
-		w.paging = make(map[types.NamespacedName]*registryv1.ServiceImport, len(resp.GetUpserts()))
+	if w.view.KeyOf == nil {
+		w.view.KeyOf = keyOf
 	}
-	if w.paging != nil {
-		for _, imp := range resp.GetUpserts() {
-			w.paging[keyOf(imp.GetService())] = imp
-		}
-		if resp.GetSnapshotContinues() {
-			w.mu.Unlock()
-			return
-		}
+	old, oldEpoch := w.view.Imports, w.view.Epoch
+	changed, done := w.view.Apply(resp)
+	if !done {
+		w.mu.Unlock()
+		return // a page of a snapshot: the importer never sees a partial set
 	}
 	heldBefore := w.heldLocked()
-	var changed []types.NamespacedName
-	if w.paging != nil {
-		old := w.imports
+	if w.view.Snapshot {
 		if w.hold != nil {
 			// Held-only Services change too when a new hold does not keep them.
 			changed = append(changed, w.hold.keys()...)
 		}
-		if w.RefillHold > 0 && w.epoch != "" && resp.GetEpoch() != w.epoch {
-			w.startHoldLocked(resp.GetEpoch())
+		if w.RefillHold > 0 && oldEpoch != "" && resp.GetEpoch() != oldEpoch {
+			w.startHoldLocked(old, oldEpoch, resp.GetEpoch())
 		}
-		for k := range old {
-			changed = append(changed, k)
-		}
-		w.imports = w.paging
-		for k := range w.imports {
-			changed = append(changed, k)
-		}
-		w.paging = nil
 		w.synced = true
-	} else {
-		for _, imp := range resp.GetUpserts() {
-			k := keyOf(imp.GetService())
-			w.imports[k] = imp
-			changed = append(changed, k)
-		}
 	}
-	for _, d := range resp.GetDeltas() {
-		k := keyOf(d.GetService())
-		w.imports[k] = importdelta.Apply(w.imports[k], d)
-		changed = append(changed, k)
-	}
-	for _, d := range resp.GetDeletes() {
-		k := keyOf(d)
-		delete(w.imports, k)
-		changed = append(changed, k)
-	}
-	w.epoch, w.rev = resp.GetEpoch(), resp.GetRevision()
 	w.lost = time.Time{}
 	if w.hold != nil {
-		released, keys := w.hold.update(w.imports)
+		released, keys := w.hold.update(w.view.Imports)
 		changed = append(changed, keys...)
 		if len(released) > 0 {
 			w.log().Info("clusters sent their exports to the registry again; their held entries are released", "clusters", released, "still_held", len(w.hold.waiting))
@@ -302,16 +267,17 @@ func (w *ImportWatch) changed(keys []types.NamespacedName, held int) {
 	}
 }
 
-// startHoldLocked holds what the importer sees now (held entries of an earlier hold
-// included: a second restart loses what returned after the first) after the epoch changed.
-func (w *ImportWatch) startHoldLocked(epoch string) {
-	before := maps.Clone(w.imports)
+// startHoldLocked holds what the importer saw before the snapshot of a new epoch (imports
+// of epoch from; held entries of an earlier hold included: a second restart loses what
+// returned after the first).
+func (w *ImportWatch) startHoldLocked(imports map[types.NamespacedName]*registryv1.ServiceImport, from, epoch string) {
+	before := maps.Clone(imports)
 	if before == nil {
 		before = map[types.NamespacedName]*registryv1.ServiceImport{}
 	}
 	if w.hold != nil {
-		for _, k := range append(w.hold.keys(), slices.Collect(maps.Keys(w.imports))...) {
-			before[k], _ = withHeld(w.imports[k], w.hold.before[k], w.hold.waiting)
+		for _, k := range append(w.hold.keys(), slices.Collect(maps.Keys(imports))...) {
+			before[k], _ = withHeld(imports[k], w.hold.before[k], w.hold.waiting)
 		}
 		w.endHoldLocked("the epoch changed again")
 	}
@@ -324,7 +290,7 @@ func (w *ImportWatch) startHoldLocked(epoch string) {
 		// Apart longer than a lease: every lease of the old epoch has expired.
 		return
 	}
-	h := newRefillHold(w.epoch, epoch, before)
+	h := newRefillHold(from, epoch, before)
 	w.hold = h
 	w.log().Info("the registry's epoch changed (a restart or another registry replica); holding every cluster's imported endpoints until it sends its exports again",
 		"from_epoch", h.from, "to_epoch", h.to, "clusters", len(h.waiting), "at_most", left.Round(time.Millisecond))

@@ -31,12 +31,12 @@ func TestImportWatchPagesAndDeltas(t *testing.T) {
 	first := snapshot("e1", 7, imp("pool", "a"))
 	first.SnapshotContinues = true
 	w.apply(first)
-	if got := view(w); got != "old=a" || len(rec.calls) != 0 || w.rev != 3 {
-		t.Fatalf("after the first page: view %q, %d notifications, revision %d; want the old state untouched", got, len(rec.calls), w.rev)
+	if got := view(w); got != "old=a" || len(rec.calls) != 0 || w.view.Revision != 3 {
+		t.Fatalf("after the first page: view %q, %d notifications, revision %d; want the old state untouched", got, len(rec.calls), w.view.Revision)
 	}
 	w.apply(&registryv1.WatchImportsResponse{Epoch: "e1", Revision: 7, Upserts: []*registryv1.ServiceImport{imp("router", "b")}})
-	if got := view(w); got != "pool=a router=b" || w.rev != 7 || len(rec.calls) != 1 {
-		t.Fatalf("after the last page: view %q, revision %d, %d notifications", got, w.rev, len(rec.calls))
+	if got := view(w); got != "pool=a router=b" || w.view.Revision != 7 || len(rec.calls) != 1 {
+		t.Fatalf("after the last page: view %q, revision %d, %d notifications", got, w.view.Revision, len(rec.calls))
 	}
 
 	// Cluster c joins pool, and a new import arrives as a delta with its header.
@@ -51,8 +51,8 @@ func TestImportWatchPagesAndDeltas(t *testing.T) {
 	w.apply(&registryv1.WatchImportsResponse{Epoch: "e1", Revision: 9, Deltas: []*registryv1.ImportDelta{
 		{Service: &registryv1.ServiceKey{Namespace: "default", Name: "pool"}, RemovedClusterIds: []string{"a"}},
 	}, Deletes: []*registryv1.ServiceKey{{Namespace: "default", Name: "router"}}})
-	if got := view(w); got != "gateway=b pool=c" || w.rev != 9 {
-		t.Fatalf("after a removal and a delete: %q at revision %d", got, w.rev)
+	if got := view(w); got != "gateway=b pool=c" || w.view.Revision != 9 {
+		t.Fatalf("after a removal and a delete: %q at revision %d", got, w.view.Revision)
 	}
 	last := rec.calls[len(rec.calls)-1]
 	if len(last) != 2 {

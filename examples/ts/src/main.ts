@@ -50,7 +50,7 @@ async function main(): Promise<void> {
     if (changed === undefined) continue; // a page of a snapshot: the view changes at its last page
     // One line per change of the view: the Services changed, and for each that is still
     // imported, its endpoint addresses by source cluster. Resume after a disconnect with
-    // resumeEpoch and resumeRevision (view.epoch, view.revision).
+    // resumeEpoch and resumeRevision (view.epoch, view.revision), after view.streamEnded().
     const upserts = changed.filter((k) => view.imports.has(k));
     const endpoints: Record<string, Record<string, string[]>> = {};
     for (const k of upserts) {

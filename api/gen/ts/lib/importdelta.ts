@@ -38,7 +38,7 @@ export function applyDelta(prev: ServiceImport | undefined, d: ImportDelta): Ser
 
 /**
  * ImportView is a clusterset's imports as the watch sends them. Feed it every message in
- * order.
+ * order, and tell it when a stream ends (streamEnded).
  */
 export class ImportView {
   /** Imports by key: the state after the last message applied. */
@@ -86,5 +86,13 @@ export class ImportView {
     this.epoch = msg.epoch;
     this.revision = msg.revision;
     return [...changed].sort();
+  }
+
+  /**
+   * streamEnded drops a snapshot the ended stream cut short: imports, epoch and revision
+   * stay those of the last whole state, which a new stream resumes from.
+   */
+  streamEnded(): void {
+    this.paging = undefined;
   }
 }

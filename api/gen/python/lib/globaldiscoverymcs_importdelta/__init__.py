@@ -35,7 +35,8 @@ def apply_delta(prev: Optional[registry_pb2.ServiceImport], d: registry_pb2.Impo
 
 
 class ImportView:
-    """A clusterset's imports as the watch sends them. Feed it every message in order."""
+    """A clusterset's imports as the watch sends them. Feed it every message in order, and
+    tell it when a stream ends (stream_ended)."""
 
     def __init__(self) -> None:
         #: Imports by key: the state after the last message applied.
@@ -77,3 +78,8 @@ class ImportView:
             changed.add(key(s))
         self.epoch, self.revision = msg.epoch, msg.revision
         return sorted(changed)
+
+    def stream_ended(self) -> None:
+        """Drops a snapshot the ended stream cut short: imports, epoch and revision stay
+        those of the last whole state, which a new stream resumes from."""
+        self._paging = None
