@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strconv"
 	"time"
 
@@ -205,6 +206,49 @@ func inlineUpdate(e store.Export, enc encoded) (string, map[string]types.Attribu
 	return update + ", eps = :eps REMOVE gen, chunks", values
 }
 
+// transactAttempts bounds how often a transaction refused for a conflict with another
+// transaction on one of its items (the cluster item, which every export write of the
+// cluster checks) is sent again.
+const transactAttempts = 5
+
+// transact sends a transaction, again after a short wait while DynamoDB refuses it for a
+// conflict with another transaction in progress on one of its items (the SDK retries
+// TransactionInProgress, not this).
+func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	for attempt := 1; ; attempt++ {
+		_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if !isTransactionConflict(err) || attempt == transactAttempts {
+			return err
+		}
+		wait := time.Duration(attempt)*10*time.Millisecond + time.Duration(mathrand.Int64N(int64(10*time.Millisecond)))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// isTransactionConflict: a transaction cancelled only because another one was in progress
+// on one of its items; no condition of its own failed.
+func isTransactionConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	conflict := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "TransactionConflict":
+			conflict = true
+		case "", "None":
+		default:
+			return false
+		}
+	}
+	return conflict
+}
+
 // clusterCheck is a write's condition on its cluster: the cluster exists and no delete of
 // its exports is newer than the write (time w, microseconds).
 func clusterCheck(table *string, p, clusterID string, w int64) types.TransactWriteItem {
@@ -229,9 +273,9 @@ var errFenced = errors.New("fenced by a later delete")
 // delete of its exports is newer (fenceUs) and no newer write of the export applied.
 func (st *Store) writeExport(ctx context.Context, p string, e store.Export, update string, values map[string]types.AttributeValue) error {
 	w := st.now().UnixMicro()
-	_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	err := st.transact(ctx, []types.TransactWriteItem{
 		clusterCheck(&st.table, p, e.ClusterID, w), exportUpdate(&st.table, p, e, update, values, w),
-	}})
+	})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
 		cluster, export := tce.CancellationReasons[0], tce.CancellationReasons[1]

@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// syncWriters is how many of a sync's writes are in flight at once.
+// syncWriters is how many of a sync's deletes are in flight at once.
 const syncWriters = 16
 
 // A sync writes its changed exports with inline endpoints in transactions of at most
@@ -36,8 +35,9 @@ type syncWrite struct {
 
 // writeBatch writes a batch of a sync's exports in one transaction, with the same
 // conditions as one export's write (the cluster exists, no newer delete of its exports,
-// no newer write of each export), and sets their stored form. When the transaction is
-// refused, each export is written alone, so each refusal is told apart as putExport does.
+// no newer write of each export), and sets their stored form. When a condition refuses
+// the transaction, each export is written alone, so each refusal is told apart as
+// putExport does.
 func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []syncWrite) error {
 	if len(batch) == 1 {
 		var err error
@@ -53,10 +53,10 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 		update, values := inlineUpdate(b.e, b.enc)
 		items = append(items, exportUpdate(&st.table, p, b.e, update, values, w))
 	}
-	_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	err := st.transact(ctx, items)
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		return inParallel(ctx, syncWriters, func() []func(context.Context) error {
+	if errors.As(err, &tce) && !isTransactionConflict(err) {
+		return inParallel(ctx, 1, func() []func(context.Context) error {
 			calls := make([]func(context.Context) error, len(batch))
 			for j, b := range batch {
 				calls[j] = func(ctx context.Context) error {
@@ -82,8 +82,8 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 
 // SyncExports implements store.Store. It reads the cluster's exports as they are stored
 // (keys, sums and chunk generations, not the endpoints), writes only the exports whose
-// content differs (in transactions of up to 99, up to syncWriters requests at a time), and
-// deletes the cluster's other exports.
+// content differs (in transactions of up to 99, one at a time), and deletes the cluster's
+// other exports.
 // The set is not one transaction (it may exceed DynamoDB's 100-item limit), so a failure
 // part way leaves some written, and the caller retries the whole set.
 func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
@@ -165,7 +165,9 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		batchBytes += size
 	}
 	flush()
-	if err := inParallel(ctx, syncWriters, work); err != nil {
+	// One transaction at a time: each checks the cluster's item, and DynamoDB refuses
+	// transactions on one item at once (TransactionConflict). Batches keep them few.
+	if err := inParallel(ctx, 1, work); err != nil {
 		return nil, 0, err
 	}
 	// One fence for all of the sync's deletes, raised after its writes.
