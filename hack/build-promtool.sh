@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds promtool from the Go module proxy into bin/, for the chart's alert tests
-# (test/monitoring); the version is pinned by tools/promtool/go.mod.
+# (test/monitoring); the version is pinned by tools/promtool/go.mod. Built without
+# Prometheus's service discovery (remove_all_sd): checking rules and metrics needs none, and
+# the cloud SDKs it pulls in would double a cold build (3.3 min instead of 6.8).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/tools/promtool"
 export GOWORK=off
 echo ">> building promtool" >&2
 start=$(date +%s)
-go build -trimpath -ldflags "-s -w" -o "$root/bin/promtool" github.com/prometheus/prometheus/cmd/promtool
+go build -tags remove_all_sd -trimpath -ldflags "-s -w" -o "$root/bin/promtool" github.com/prometheus/prometheus/cmd/promtool
 echo ">> promtool built in $(( $(date +%s) - start ))s" >&2
