@@ -20,18 +20,17 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMinor=37"
 cd "$root/tools/k8s"
 export GOWORK=off
-start=$(date +%s)
-echo ">> building etcd (go.etcd.io/etcd/server/v3)" >&2
-go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
-# The Kubernetes commands in one go build: it schedules their shared packages once and
-# keeps both cores busy while a large binary links (one build per command left a core idle
-# through every link). A cold build peaks near 2.4 GB per large package compiled.
-echo ">> building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl; the first build takes several minutes" >&2
-go build -trimpath -ldflags "$ldflags" -o "$out/" \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubelet \
-  k8s.io/kubernetes/cmd/kube-proxy \
-  k8s.io/kubernetes/cmd/kubectl
-echo ">> Kubernetes binaries built in $(( $(date +%s) - start ))s" >&2
+# One package at a time: kube-apiserver alone peaks near 2.4 GB and the machines have 2 cores.
+for target in "etcd:go.etcd.io/etcd/server/v3" \
+              "kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver" \
+              "kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager" \
+              "kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler" \
+              "kubelet:k8s.io/kubernetes/cmd/kubelet" \
+              "kube-proxy:k8s.io/kubernetes/cmd/kube-proxy" \
+              "kubectl:k8s.io/kubernetes/cmd/kubectl"; do
+  name=${target%%:*}; pkg=${target#*:}
+  echo ">> building $name ($pkg); the first build takes several minutes" >&2
+  start=$(date +%s)
+  go build -trimpath -ldflags "$ldflags" -o "$out/$name" "$pkg"
+  echo ">> $name built in $(( $(date +%s) - start ))s" >&2
+done
