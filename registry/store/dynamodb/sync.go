@@ -56,17 +56,13 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 	err := st.transact(ctx, items)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && !isTransactionConflict(err) {
-		return inParallel(ctx, 1, func() []func(context.Context) error {
-			calls := make([]func(context.Context) error, len(batch))
-			for j, b := range batch {
-				calls[j] = func(ctx context.Context) error {
-					var err error
-					stored[b.i], err = st.putExport(ctx, b.e, b.enc, b.old)
-					return err
-				}
+		for _, b := range batch {
+			var err error
+			if stored[b.i], err = st.putExport(ctx, b.e, b.enc, b.old); err != nil {
+				return err
 			}
-			return calls
-		}())
+		}
+		return nil
 	}
 	if err != nil {
 		return unavailable("put exports", err)
@@ -167,8 +163,10 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	flush()
 	// One transaction at a time: each checks the cluster's item, and DynamoDB refuses
 	// transactions on one item at once (TransactionConflict). Batches keep them few.
-	if err := inParallel(ctx, 1, work); err != nil {
-		return nil, 0, err
+	for _, write := range work {
+		if err := write(ctx); err != nil {
+			return nil, 0, err
+		}
 	}
 	// One fence for all of the sync's deletes, raised after its writes.
 	var fence int64
