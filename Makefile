@@ -134,9 +134,11 @@ test-unit:
 # `make fuzz FUZZ_EXECS=2000000x` explores longer.
 FUZZ_EXECS ?= 50000x
 fuzz:
-	cd registry && go test -run '^$$' -fuzz FuzzValidateExport -fuzztime $(FUZZ_EXECS) ./internal/validate/
-	cd registry && go test -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZ_EXECS) ./internal/merge/
+	cd api && go test -run '^$$' -fuzz FuzzValidateExport -fuzztime $(FUZZ_EXECS) ./validate/
+	cd registry && go test -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZ_EXECS) ./merge/
 	cd registry && go test -run '^$$' -fuzz FuzzDecodeItem -fuzztime $(FUZZ_EXECS) ./store/dynamodb/
+	cd controller && go test -run '^$$' -fuzz FuzzDesiredFromAccepted -fuzztime $(FUZZ_EXECS) ./internal/importer/
+	cd admin && go test -run '^$$' -fuzz FuzzDescribe -fuzztime $(FUZZ_EXECS) ./internal/cli/
 
 # Integration tests run the real binaries against real kube-apiservers and dynoxide.
 test-integration:

@@ -84,7 +84,7 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		for _, g := range e.EndpointGroups {
 			for _, ep := range g.GetEndpoints() {
 				ed.Endpoints++
-				if ep.GetConditions().Ready == nil || ep.GetConditions().GetReady() {
+				if c := ep.GetConditions(); c == nil || c.Ready == nil || c.GetReady() {
 					ed.ReadyEndpoints++
 				}
 				ed.Addresses = append(ed.Addresses, ep.GetAddresses()...)

@@ -20,6 +20,7 @@ type metrics struct {
 	imports    *prometheus.CounterVec
 	held       *prometheus.GaugeVec
 	heldCl     prometheus.Gauge
+	refused    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,12 +43,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Imports not applied as the registry has them, by reason: namespace_missing (held until the namespace exists), unmanaged (a ServiceImport of another owner has the name) or registry_restart (endpoints of clusters that have not yet sent their exports to a restarted registry are kept)."}, []string{"reason"}),
 		heldCl: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcs_controller_registry_restart_held_clusters",
 			Help: "Source clusters whose imported endpoints are kept after the registry's epoch changed, until each sends its exports again (at most --lease-duration)."}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_refused",
+			Help: "Imports in which the API server refuses imported objects of a source cluster (the ServiceImport's EndpointsRefused condition names them), by source cluster."}, []string{"source_cluster"}),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_build_info",
 		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, goruntime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused)
 	return m
 }
 
@@ -63,6 +66,16 @@ func (m *metrics) importWrite(kind, op string) { m.imports.WithLabelValues(kind,
 func (m *metrics) importsHeld(reason string, n int) { m.held.WithLabelValues(reason).Set(float64(n)) }
 
 func (m *metrics) clustersHeld(n int) { m.heldCl.Set(float64(n)) }
+
+// importsRefused sets a source cluster's count; a cluster no import refuses any more leaves
+// the metric, so a clusterset's departed clusters do not stay as series.
+func (m *metrics) importsRefused(cluster string, n int) {
+	if n == 0 {
+		m.refused.DeleteLabelValues(cluster)
+		return
+	}
+	m.refused.WithLabelValues(cluster).Set(float64(n))
+}
 
 func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }
 

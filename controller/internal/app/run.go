@@ -127,7 +127,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
-		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld},
+		Metrics:  importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused},
+		Recorder: mgr.GetEventRecorder("mcs-controller"),
 	}
 	if err := exp.SetupWithManager(mgr); err != nil {
 		return err

@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"maps"
+	"net/netip"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +89,7 @@ func EndpointGroups(slices []discoveryv1.EndpointSlice) []*registryv1.EndpointGr
 				continue
 			}
 			re := &registryv1.Endpoint{
-				Addresses: append([]string(nil), e.Addresses...),
+				Addresses: canonical(s.AddressType, e.Addresses),
 				Conditions: &registryv1.EndpointConditions{
 					Ready: e.Conditions.Ready, Serving: e.Conditions.Serving, Terminating: e.Conditions.Terminating,
 				},
@@ -108,6 +109,21 @@ func EndpointGroups(slices []discoveryv1.EndpointSlice) []*registryv1.EndpointGr
 			g.Endpoints = append(g.Endpoints, re)
 		}
 		out = append(out, g)
+	}
+	return out
+}
+
+// canonical returns IP addresses in canonical form (an API server may hold an IPv6 address
+// written otherwise, which the registry's contract refuses); other addresses as they are.
+func canonical(t discoveryv1.AddressType, addrs []string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a
+		if t == discoveryv1.AddressTypeIPv4 || t == discoveryv1.AddressTypeIPv6 {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out[i] = ip.String()
+			}
+		}
 	}
 	return out
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -139,24 +140,41 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	return cur, nil
 }
 
-func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Desired) error {
+// applySlices writes the plan of the import's slices. A write the API server refuses for
+// good (see refusal) costs only the source cluster whose slice it is: the other clusters'
+// slices are still written, and the refusals are returned by source cluster for the
+// ServiceImport's status. err holds the other failures (transient: retried).
+func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Desired) (refused map[string]Refusal, err error) {
 	want := d.Slices
 	for _, s := range want {
 		if err := controllerutil.SetControllerReference(svc, s, r.Client.Scheme()); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var cur discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
 		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: d.Service.Labels[mcsv1beta1.LabelServiceName]}); err != nil {
-		return err
+		return nil, err
 	}
 	plan := PlanSlices(cur.Items, want, svc)
 	var errs []error
+	failed := func(s *discoveryv1.EndpointSlice, err error) {
+		if !isRefusal(err) {
+			errs = append(errs, err)
+			return
+		}
+		cluster := s.Labels[mcsv1beta1.LabelSourceCluster]
+		if refused == nil {
+			refused = map[string]Refusal{}
+		}
+		if _, seen := refused[cluster]; !seen {
+			refused[cluster] = Refusal{Cluster: cluster, Object: "EndpointSlice " + s.Namespace + "/" + s.Name, Message: cutMessage(apiMessage(err))}
+		}
+	}
 	stillThere := map[string]bool{} // a failed delete: its replacement waits for the retry
 	for _, c := range plan.Delete {
 		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
+			failed(c, err)
 			stillThere[c.Name] = true
 			continue
 		}
@@ -164,7 +182,7 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 	}
 	for _, u := range plan.Update {
 		if err := r.Client.Update(ctx, u); err != nil {
-			errs = append(errs, err)
+			failed(u, err)
 			continue
 		}
 		r.write("EndpointSlice", "update")
@@ -174,15 +192,15 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 			continue
 		}
 		if err := r.Client.Create(ctx, w); err != nil {
-			errs = append(errs, err)
+			failed(w, err)
 			continue
 		}
 		r.write("EndpointSlice", "create")
 	}
-	return errors.Join(errs...)
+	return refused, errors.Join(errs...)
 }
 
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, heldClusters []string) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, heldClusters []string, refused map[string]Refusal) error {
 	var ips []string
 	if !d.Headless && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		ips = append(ips, svc.Spec.ClusterIPs...)
@@ -201,11 +219,9 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c})
 	}
 	st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady),
-		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(d.Clusters), svc.Name), ObservedGeneration: si.Generation,
-	})
+	meta.SetStatusCondition(&st.Conditions, ready(d.Clusters, refused, svc.Name, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
+	meta.SetStatusCondition(&st.Conditions, endpointsRefused(refused, si.Generation))
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
 	}
@@ -229,4 +245,55 @@ func endpointsHeld(clusters []string, generation int64) metav1.Condition {
 	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
 		Message:            fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
 		ObservedGeneration: generation}
+}
+
+// ready is the Ready condition: True while the endpoints of at least one source cluster (or
+// of none, before any cluster has endpoints) are imported; its message names the clusters
+// whose endpoints the API server refuses.
+func ready(clusters []string, refused map[string]Refusal, derived string, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue,
+		Reason: string(mcsv1beta1.ServiceImportReasonReady), ObservedGeneration: generation,
+		Message: fmt.Sprintf("imported from %d cluster(s); derived Service %s", len(clusters), derived)}
+	if len(refused) == 0 {
+		return c
+	}
+	names := refusedClusters(refused)
+	if len(refused) >= len(clusters) {
+		c.Status, c.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
+		c.Message = fmt.Sprintf("the API server refuses the endpoints of every source cluster (%s); see %s", strings.Join(names, ", "), ConditionEndpointsRefused)
+		return c
+	}
+	c.Message = fmt.Sprintf("imported from %d of %d cluster(s); derived Service %s; the API server refuses the endpoints of %s (see %s)",
+		len(clusters)-len(refused), len(clusters), derived, strings.Join(names, ", "), ConditionEndpointsRefused)
+	return c
+}
+
+// endpointsRefused is the EndpointsRefused condition: which source clusters' objects the API
+// server refuses, with the object and the API server's message for each.
+func endpointsRefused(refused map[string]Refusal, generation int64) metav1.Condition {
+	if len(refused) == 0 {
+		return metav1.Condition{Type: ConditionEndpointsRefused, Status: metav1.ConditionFalse, Reason: ReasonNoneRefused,
+			Message: "the API server accepts the endpoints of every source cluster", ObservedGeneration: generation}
+	}
+	var parts []string
+	for i, name := range refusedClusters(refused) {
+		if i == maxRefusalsListed {
+			parts = append(parts, fmt.Sprintf("and %d more cluster(s)", len(refused)-i))
+			break
+		}
+		f := refused[name]
+		parts = append(parts, fmt.Sprintf("cluster %s: %s: %s", f.Cluster, f.Object, f.Message))
+	}
+	return metav1.Condition{Type: ConditionEndpointsRefused, Status: metav1.ConditionTrue, Reason: ReasonAPIServerRefused,
+		Message:            "the API server refuses the imported endpoints of " + strings.Join(parts, "; ") + "; the other clusters' endpoints are imported",
+		ObservedGeneration: generation}
+}
+
+func refusedClusters(refused map[string]Refusal) []string {
+	names := make([]string, 0, len(refused))
+	for n := range refused {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

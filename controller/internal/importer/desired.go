@@ -153,26 +153,33 @@ func DerivedService(imp *registryv1.ServiceImport, spec mcsv1beta1.ServiceImport
 }
 
 // EndpointSlices are the imported slices: one set per source cluster, one or more slices per
-// endpoint group, at most MaxEndpointsPerSlice endpoints each. Names are stable:
-// <derived>-<cluster>-<group>-<chunk>.
+// endpoint group, at most MaxEndpointsPerSlice endpoints and about MaxSliceAddressBytes of
+// addresses each. Names are stable: <derived>-<cluster>-<group>-<chunk>. A port the
+// registry excluded for a cluster (a PortConflict) is left out of that cluster's slices, so
+// the data plane sends a port's traffic only to the clusters whose port the import holds.
 func EndpointSlices(imp *registryv1.ServiceImport) []*discoveryv1.EndpointSlice {
 	ns, name := imp.GetService().GetNamespace(), imp.GetService().GetName()
 	derived := DerivedName(ns, name)
 	var out []*discoveryv1.EndpointSlice
 	for _, c := range imp.GetClusters() {
+		excluded := make(map[string]bool, len(c.GetExcludedPorts()))
+		for _, p := range c.GetExcludedPorts() {
+			excluded[p.GetName()] = true
+		}
 		for gi, g := range c.GetEndpointGroups() {
 			ports := make([]discoveryv1.EndpointPort, 0, len(g.GetPorts()))
 			for _, p := range g.GetPorts() {
-				ep := discoveryv1.EndpointPort{Name: ptr(p.GetName()), Port: ptr(p.GetPort()), Protocol: ptr(corev1.Protocol(p.GetProtocol()))}
+				if excluded[p.GetName()] {
+					continue
+				}
+				ep := discoveryv1.EndpointPort{Name: ptr(p.GetName()), Port: ptr(p.GetPort()), Protocol: ptr(protocol(p.GetProtocol()))}
 				if p.GetAppProtocol() != "" {
 					ep.AppProtocol = ptr(p.GetAppProtocol())
 				}
 				ports = append(ports, ep)
 			}
-			eps := g.GetEndpoints()
-			for chunk := 0; chunk == 0 || chunk*MaxEndpointsPerSlice < len(eps); chunk++ {
-				end := min((chunk+1)*MaxEndpointsPerSlice, len(eps))
-				s := &discoveryv1.EndpointSlice{
+			newSlice := func(chunk int) *discoveryv1.EndpointSlice {
+				return &discoveryv1.EndpointSlice{
 					ObjectMeta: metav1.ObjectMeta{
 						Namespace: ns, Name: fmt.Sprintf("%s-%s-%d-%d", derived, c.GetClusterId(), gi, chunk),
 						Labels: map[string]string{
@@ -186,22 +193,54 @@ func EndpointSlices(imp *registryv1.ServiceImport) []*discoveryv1.EndpointSlice 
 					Ports:       ports,
 					Endpoints:   []discoveryv1.Endpoint{},
 				}
-				for _, e := range eps[chunk*MaxEndpointsPerSlice : end] {
-					s.Endpoints = append(s.Endpoints, endpoint(e))
+			}
+			chunk, bytes := 0, 0
+			s := newSlice(chunk)
+			out = append(out, s)
+			for _, e := range g.GetEndpoints() {
+				size := endpointBytes(e)
+				if len(s.Endpoints) > 0 && (len(s.Endpoints) == MaxEndpointsPerSlice || bytes+size > MaxSliceAddressBytes) {
+					chunk, bytes = chunk+1, 0
+					s = newSlice(chunk)
+					out = append(out, s)
 				}
-				out = append(out, s)
+				s.Endpoints = append(s.Endpoints, endpoint(e))
+				bytes += size
 			}
 		}
 	}
 	return out
 }
 
+// MaxSliceAddressBytes bounds the addresses and names in one imported EndpointSlice, so
+// that a group of long FQDN addresses (100 endpoints of 100 addresses of 253 bytes is
+// 2.5 MB) still makes slices the API server and etcd take (1.5 MiB per object by default).
+const MaxSliceAddressBytes = 256 * 1024
+
+// endpointBytes is about what one endpoint adds to a slice.
+func endpointBytes(e *registryv1.Endpoint) int {
+	n := len(e.GetHostname()) + len(e.GetZone()) + len(e.GetTargetPod()) + 64
+	for _, a := range e.GetAddresses() {
+		n += len(a) + 4
+	}
+	return n
+}
+
+// protocol is a port's protocol, TCP when unset (Kubernetes' default; an EndpointSlice port
+// must name one).
+func protocol(p string) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return corev1.Protocol(p)
+}
+
+// endpoint is the EndpointSlice endpoint of a registry endpoint. Conditions the source did
+// not send stay unset: "unknown", which consumers read as ready, as in an EndpointSlice.
 func endpoint(e *registryv1.Endpoint) discoveryv1.Endpoint {
-	out := discoveryv1.Endpoint{
-		Addresses: append([]string(nil), e.GetAddresses()...),
-		Conditions: discoveryv1.EndpointConditions{
-			Ready: e.GetConditions().Ready, Serving: e.GetConditions().Serving, Terminating: e.GetConditions().Terminating,
-		},
+	out := discoveryv1.Endpoint{Addresses: append([]string(nil), e.GetAddresses()...)}
+	if c := e.GetConditions(); c != nil {
+		out.Conditions = discoveryv1.EndpointConditions{Ready: c.Ready, Serving: c.Serving, Terminating: c.Terminating}
 	}
 	if e.GetHostname() != "" {
 		out.Hostname = ptr(e.GetHostname())

@@ -1,6 +1,8 @@
 package importer
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,4 +61,69 @@ func TestDesiredFor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndpointSlicesFromAnyAcceptedExport: what the registry accepts becomes slices the API
+// server takes, and what the registry decided is what the data plane gets.
+func TestEndpointSlicesFromAnyAcceptedExport(t *testing.T) {
+	t.Run("an endpoint without conditions is unknown, not a panic", func(t *testing.T) {
+		imp := routerImport("a")
+		imp.Clusters[0].EndpointGroups[0].Endpoints[0].Conditions = nil
+		s := EndpointSlices(imp)
+		if len(s) != 1 || s[0].Endpoints[0].Conditions.Ready != nil {
+			t.Fatalf("slices %+v", s)
+		}
+	})
+	t.Run("a port without protocol is TCP", func(t *testing.T) {
+		imp := routerImport("a")
+		imp.Clusters[0].EndpointGroups[0].Ports[0].Protocol = ""
+		if p := EndpointSlices(imp)[0].Ports[0]; p.Protocol == nil || *p.Protocol != corev1.ProtocolTCP {
+			t.Fatalf("port %+v", p)
+		}
+	})
+	t.Run("a port excluded for a cluster is not in its slices", func(t *testing.T) {
+		imp := routerImport("a", "b")
+		// b exported http on another number: the registry excluded b's http (PortConflict).
+		imp.Clusters[1].ExcludedPorts = []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 81}}
+		imp.Clusters[1].EndpointGroups[0].Ports = append(imp.Clusters[1].EndpointGroups[0].Ports, &registryv1.EndpointPort{Name: "metrics", Protocol: "TCP", Port: 9090})
+		got := map[string][]string{}
+		for _, s := range EndpointSlices(imp) {
+			for _, p := range s.Ports {
+				got[s.Labels[mcsv1beta1.LabelSourceCluster]] = append(got[s.Labels[mcsv1beta1.LabelSourceCluster]], *p.Name)
+			}
+		}
+		if fmt.Sprint(got) != "map[a:[http] b:[metrics]]" {
+			t.Fatalf("slice ports by cluster = %v", got)
+		}
+	})
+	t.Run("long addresses are split into slices of bounded size", func(t *testing.T) {
+		imp := routerImport("a")
+		g := imp.Clusters[0].EndpointGroups[0]
+		g.AddressType, g.Endpoints = "FQDN", nil
+		long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + ".example.com"
+		for i := range 100 {
+			e := &registryv1.Endpoint{}
+			for j := range 100 {
+				e.Addresses = append(e.Addresses, fmt.Sprintf("%d-%d-%s", i, j, long))
+			}
+			g.Endpoints = append(g.Endpoints, e)
+		}
+		slices := EndpointSlices(imp)
+		total := 0
+		for i, s := range slices {
+			bytes := 0
+			for _, e := range s.Endpoints {
+				for _, a := range e.Addresses {
+					bytes += len(a)
+				}
+			}
+			if bytes > MaxSliceAddressBytes || s.Name != fmt.Sprintf("%s-a-0-%d", DerivedName("dynamo", "router"), i) {
+				t.Fatalf("slice %s holds %d bytes of addresses", s.Name, bytes)
+			}
+			total += len(s.Endpoints)
+		}
+		if total != 100 || len(slices) < 8 {
+			t.Fatalf("%d endpoints in %d slices", total, len(slices))
+		}
+	})
 }

@@ -5,6 +5,7 @@ package importer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -55,6 +57,9 @@ type Metrics struct {
 	// Held reports the number of imports held, by reason (namespace_missing, unmanaged,
 	// registry_restart).
 	Held func(reason string, n int)
+	// Refused reports the number of imports in which the API server refuses objects of a
+	// source cluster.
+	Refused func(sourceCluster string, n int)
 }
 
 // Reconciler applies imports. Requests are namespace/name of the exported Service.
@@ -74,10 +79,13 @@ type Reconciler struct {
 	// Workers is how many ServiceImports are reconciled at once (--import-workers).
 	Workers int
 	Metrics Metrics
+	// Recorder records the EndpointsRefused Events; nil records none.
+	Recorder recorder.EventRecorder
 
 	mu      sync.Mutex
 	missing map[types.NamespacedName]time.Time
 	held    map[string]map[types.NamespacedName]bool
+	refused map[string]map[types.NamespacedName]bool // by source cluster
 	events  chan event.GenericEvent
 }
 
@@ -97,6 +105,7 @@ func (r *Reconciler) watched(ns string) bool {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.missing = map[types.NamespacedName]time.Time{}
 	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}
+	r.refused = map[string]map[types.NamespacedName]bool{}
 	r.events = make(chan event.GenericEvent, 4096)
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
@@ -212,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
 	if imp == nil {
 		r.setHeld("namespace_missing", req.NamespacedName, false)
+		r.noteRefusals(ctx, key, nil, nil)
 		return r.remove(ctx, req.NamespacedName)
 	}
 	r.mu.Lock()
@@ -249,10 +259,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.applySlices(ctx, svc, d); err != nil {
+	// The status is written whatever happened to the slices: a source cluster whose objects
+	// the API server refuses is named there and costs no other cluster its endpoints, and a
+	// first import still gets its spec.ips.
+	refused, sliceErr := r.applySlices(ctx, svc, d)
+	statusErr := r.applyStatus(ctx, si, svc, d, heldClusters, refused)
+	r.noteRefusals(ctx, key, si, refused)
+	if err := errors.Join(sliceErr, statusErr); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.applyStatus(ctx, si, svc, d, heldClusters)
+	if len(refused) > 0 {
+		return reconcile.Result{}, errRefused
+	}
+	return reconcile.Result{}, nil
 }
 
 // ImportsChanged reconciles the Services whose import changed (the import watch's listener).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/merge"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/merge"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
 )
 
 // WatchLimits bound the watches one registry serves. Zero: no limit.

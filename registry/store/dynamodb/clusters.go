@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 

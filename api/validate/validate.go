@@ -1,5 +1,8 @@
-// Package validate checks registry requests the way Kubernetes checks the objects they come
-// from. Every error names the field and the limit it broke.
+// Package validate is the registry's export contract: it checks registry requests the way
+// the kube-apiserver checks the objects an importing controller writes from them (the
+// ServiceImport, its derived Service and the imported EndpointSlices), so that what the
+// registry accepts every member cluster can write. Every error names the field and the
+// limit it broke. Clients may run the same checks before they send.
 package validate
 
 import (
@@ -11,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
@@ -20,8 +25,13 @@ const (
 	MaxPorts               = 64
 	MaxExportedLabels      = 64
 	MaxExportedAnnotations = 32
-	// MaxAnnotationBytes is the total size of the exported annotations (Kubernetes: 256 KiB).
-	MaxAnnotationBytes      = 256 * 1024
+	// MaxAnnotationBytes is the total size of the exported annotations: Kubernetes' 256 KiB
+	// (TotalAnnotationSizeLimitB, the sum of every key and value) less ReservedAnnotationBytes.
+	MaxAnnotationBytes = 256*1024 - ReservedAnnotationBytes
+	// ReservedAnnotationBytes is the room kept on a ServiceImport for the annotations the
+	// importing controller adds (multicluster.kubernetes.io/derived-service) and those
+	// Kubernetes tools keep there (kubectl's and the like).
+	ReservedAnnotationBytes = 4 * 1024
 	MaxEndpoints            = 10000
 	MaxEndpointGroups       = 64
 	MaxEndpointPorts        = 64
@@ -37,7 +47,6 @@ var (
 	dns1035    = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	qualified  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
 	labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
-	dnsSub     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
 
 // MaxErrors is how many field errors one request reports; the others are only counted, so
@@ -171,13 +180,20 @@ func portNumber(errs *Errors, field string, n int32) {
 	}
 }
 
-func portName(errs *Errors, field, name string, required bool) {
-	switch {
-	case name == "" && required:
-		errs.add(field, "required when there is more than one port")
-	case name != "" && (len(name) > 63 || !dnsLabel.MatchString(name)):
+// portName checks an optional port name: a DNS label (ValidateDNS1123Label).
+func portName(errs *Errors, field, name string) {
+	if name != "" && (len(name) > 63 || !dnsLabel.MatchString(name)) {
 		errs.add(field, "%q must be a DNS label of at most 63 characters", name)
 	}
+}
+
+// ServicePort checks one port of an export's spec alone: its name (optional, a DNS label),
+// protocol, number and application protocol. field is its path, for example "spec.ports[0]".
+func ServicePort(errs *Errors, field string, p *registryv1.ServicePort) {
+	portName(errs, field+".name", p.GetName())
+	protocol(errs, field+".protocol", p.GetProtocol())
+	portNumber(errs, field+".port", p.GetPort())
+	appProtocol(errs, field+".app_protocol", p.GetAppProtocol())
 }
 
 // ExportSpec checks an export's spec; field is its path, for example "spec".
@@ -193,12 +209,10 @@ func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
 		numbers := map[string]bool{}
 		for i, p := range s.GetPorts() {
 			pf := fmt.Sprintf("%s.ports[%d]", field, i)
-			portName(errs, pf+".name", p.GetName(), len(s.GetPorts()) > 1)
-			protocol(errs, pf+".protocol", p.GetProtocol())
-			portNumber(errs, pf+".port", p.GetPort())
-			if len(p.GetAppProtocol()) > 256 {
-				errs.add(pf+".app_protocol", "%d characters, at most 256 allowed", len(p.GetAppProtocol()))
+			if p.GetName() == "" && len(s.GetPorts()) > 1 {
+				errs.add(pf+".name", "required when there is more than one port")
 			}
+			ServicePort(errs, pf, p)
 			if names[p.GetName()] {
 				errs.add(pf+".name", "duplicate port name %q", p.GetName())
 			}
@@ -215,7 +229,12 @@ func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
 		}
 	}
 	switch s.GetType() {
-	case registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, registryv1.ServiceType_SERVICE_TYPE_HEADLESS:
+	case registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP:
+		// Kubernetes: a Service with a cluster IP needs a port (spec.ports: Required value).
+		if len(s.GetPorts()) == 0 {
+			errs.add(field+".ports", "required: a SERVICE_TYPE_CLUSTER_SET_IP export needs at least one port")
+		}
+	case registryv1.ServiceType_SERVICE_TYPE_HEADLESS:
 	default:
 		errs.add(field+".type", "must be SERVICE_TYPE_CLUSTER_SET_IP or SERVICE_TYPE_HEADLESS (ExternalName Services cannot be exported)")
 	}
@@ -266,28 +285,32 @@ func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
 	} else {
 		size := 0
 		for k, v := range s.GetExportedAnnotations() {
-			qualifiedKey(errs, field+".exported_annotations", k)
+			// Kubernetes' ValidateAnnotations checks the lower-cased key.
+			qualifiedKey(errs, field+".exported_annotations", strings.ToLower(k))
 			size += len(k) + len(v)
 		}
 		if size > MaxAnnotationBytes {
-			errs.add(field+".exported_annotations", "%d bytes, at most %d allowed", size, MaxAnnotationBytes)
+			errs.add(field+".exported_annotations", "%d bytes (keys and values), at most %d allowed: Kubernetes' 256 KiB less %d kept for the importing controller's own annotations", size, MaxAnnotationBytes, ReservedAnnotationBytes)
 		}
 	}
 }
 
-// qualifiedKey checks a label or annotation key: an optional DNS subdomain prefix and a name.
+// qualifiedKey checks a label or annotation key: Kubernetes' qualified name, an optional DNS
+// subdomain prefix and a name of at most 63 characters.
 func qualifiedKey(errs *Errors, field, k string) {
-	name := k
-	if i := strings.LastIndexByte(k, '/'); i >= 0 {
-		prefix := k[:i]
-		name = k[i+1:]
-		if len(prefix) > 253 || !dnsSub.MatchString(prefix) {
-			errs.add(field, "key %q: the prefix must be a DNS subdomain of at most 253 characters", k)
-			return
-		}
+	if msgs := content.IsLabelKey(k); len(msgs) > 0 {
+		errs.add(field, "key %q: %s", k, msgs[0])
 	}
-	if name == "" || len(name) > 63 || !qualified.MatchString(name) {
-		errs.add(field, "key %q: the name must be 1 to 63 characters of letters, digits, '-', '_' and '.'", k)
+}
+
+// appProtocol checks a port's application protocol: a qualified name when set (Kubernetes'
+// Service and EndpointSlice validation: ValidateQualifiedName).
+func appProtocol(errs *Errors, field, v string) {
+	if v == "" {
+		return
+	}
+	if msgs := content.IsLabelKey(v); len(msgs) > 0 {
+		errs.add(field, "%q must be a qualified name such as \"http\" or \"example.com/proto\": %s", v, msgs[0])
 	}
 }
 
@@ -319,11 +342,18 @@ func EndpointGroups(errs *Errors, field string, groups []*registryv1.EndpointGro
 		if len(g.GetPorts()) > MaxEndpointPorts {
 			errs.add(gf+".ports", "%d ports, at most %d allowed", len(g.GetPorts()), MaxEndpointPorts)
 		} else {
+			names := make(map[string]bool, len(g.GetPorts()))
 			for j, p := range g.GetPorts() {
 				pf := fmt.Sprintf("%s.ports[%d]", gf, j)
-				portName(errs, pf+".name", p.GetName(), false)
+				portName(errs, pf+".name", p.GetName())
+				// Kubernetes: EndpointSlice port names are unique, "" included.
+				if names[p.GetName()] {
+					errs.add(pf+".name", "duplicate port name %q", p.GetName())
+				}
+				names[p.GetName()] = true
 				protocol(errs, pf+".protocol", p.GetProtocol())
 				portNumber(errs, pf+".port", p.GetPort())
+				appProtocol(errs, pf+".app_protocol", p.GetAppProtocol())
 			}
 		}
 		for j, e := range g.GetEndpoints() {
@@ -344,29 +374,58 @@ func EndpointGroups(errs *Errors, field string, groups []*registryv1.EndpointGro
 			if h := e.GetHostname(); h != "" && (len(h) > 63 || !dnsLabel.MatchString(h)) {
 				errs.add(ef+".hostname", "%q must be a DNS label of at most 63 characters", h)
 			}
+			if p := e.GetTargetPod(); p != "" && len(content.IsDNS1123Subdomain(p)) > 0 {
+				errs.add(ef+".target_pod", "%q must be a Pod name: a DNS subdomain of at most 253 characters", p)
+			}
 			if z := e.GetZone(); len(z) > 253 {
 				errs.add(ef+".zone", "%d characters, at most 253 allowed", len(z))
 			}
 			if n := e.GetNodeName(); len(n) > 253 {
 				errs.add(ef+".node_name", "%d characters, at most 253 allowed", len(n))
 			}
-			if p := e.GetTargetPod(); len(p) > 253 {
-				errs.add(ef+".target_pod", "%d characters, at most 253 allowed", len(p))
-			}
 		}
 	}
 }
 
+// address checks an endpoint address as Kubernetes' EndpointSlice validation does: an IP of
+// the group's family in canonical form, not IPv4-mapped, and not unspecified, loopback,
+// link-local or link-local multicast (ValidateEndpointIP: such addresses are node-centric,
+// 169.254.169.254 is a metadata service); or a fully qualified domain name of at least two
+// labels (IsFullyQualifiedDomainName).
 func address(errs *Errors, field, addressType, a string) {
 	switch addressType {
 	case "IPv4", "IPv6":
 		ip, err := netip.ParseAddr(a)
-		if err != nil || (addressType == "IPv4") != ip.Is4() || ip.Zone() != "" {
+		switch {
+		case err != nil || ip.Zone() != "" || (addressType == "IPv4") != ip.Is4():
 			errs.add(field, "%q is not an %s address", a, addressType)
+		case ip.Is4In6():
+			errs.add(field, "%q must not be an IPv4-mapped IPv6 address", a)
+		case ip.String() != a:
+			errs.add(field, "%q must be written in canonical form, %q", a, ip.String())
+		case ip.IsUnspecified():
+			errs.add(field, "%q may not be unspecified", a)
+		case ip.IsLoopback():
+			errs.add(field, "%q may not be in the loopback range (127.0.0.0/8, ::1/128)", a)
+		case ip.IsLinkLocalUnicast():
+			errs.add(field, "%q may not be in the link-local range (169.254.0.0/16, fe80::/10)", a)
+		case ip.IsLinkLocalMulticast():
+			errs.add(field, "%q may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)", a)
 		}
 	case "FQDN":
-		if len(a) > 253 || !dnsSub.MatchString(a) {
+		name := strings.TrimSuffix(a, ".")
+		switch {
+		case len(a) > 253 || len(content.IsDNS1123Subdomain(name)) > 0:
 			errs.add(field, "%q is not a DNS name of at most 253 characters", a)
+		case !strings.Contains(name, "."):
+			errs.add(field, "%q must be a fully qualified domain name of at least two labels", a)
+		default:
+			for _, label := range strings.Split(name, ".") {
+				if len(label) > 63 {
+					errs.add(field, "%q has a label of %d characters, at most 63 allowed", a, len(label))
+					break
+				}
+			}
 		}
 	}
 }

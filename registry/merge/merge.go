@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -132,7 +133,7 @@ func Verdict(imp *registryv1.ServiceImport, clusterID string) *registryv1.Export
 
 // mergePorts returns the union of the ports, oldest export first: a port whose name is
 // taken by a different port, or whose (protocol, port) is taken under another name, is
-// left out. The exports' port sets must be identical (mcs-api v1beta1: PortConflict "if
+// left out; so is a port that would make the union an invalid Service (see joins). The exports' port sets must be identical (mcs-api v1beta1: PortConflict "if
 // the ports are not identical in all the constituent Services"); any difference is a
 // PortConflict, while the import keeps the union (KEP-1645). It also returns, by cluster,
 // the ports left out.
@@ -173,6 +174,11 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 				excluded[e.ClusterID] = append(excluded[e.ClusterID], p)
 				continue
 			}
+			if !joins(out, p) {
+				conflicts[registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT] = true
+				excluded[e.ClusterID] = append(excluded[e.ClusterID], p)
+				continue
+			}
 			c := &registryv1.ServicePort{Name: p.GetName(), Protocol: np.protocol, AppProtocol: p.GetAppProtocol(), Port: p.GetPort()}
 			byName[c.Name] = c
 			byNumber[np] = c
@@ -180,6 +186,24 @@ func mergePorts(parts []store.Export, conflicts map[registryv1.ConflictReason]bo
 		}
 	}
 	return out, excluded
+}
+
+// joins reports whether port p, whose name and number no port of union has, can join the
+// union as the derived Service's port: Kubernetes requires every port of a Service with
+// several ports to be named, so an unnamed port joins only an empty union and a union
+// holding an unnamed port takes no other; the union holds at most validate.MaxPorts; and
+// the port itself meets the export contract (an item stored under older rules may not),
+// so no export can make the derived Service of the others invalid.
+func joins(union []*registryv1.ServicePort, p *registryv1.ServicePort) bool {
+	switch {
+	case len(union) >= validate.MaxPorts:
+		return false
+	case len(union) > 0 && (p.GetName() == "" || union[0].GetName() == ""):
+		return false
+	}
+	var errs validate.Errors
+	validate.ServicePort(&errs, "port", p)
+	return errs.Len() == 0
 }
 
 // missingPorts returns the ports of the union that an export's ports lack.

@@ -74,6 +74,30 @@ func TestExportSpec(t *testing.T) {
 		{"long label value", func(s *registryv1.ExportSpec) {
 			s.ExportedLabels = map[string]string{"x": strings.Repeat("v", 64)}
 		}, "spec.exported_labels[x]"},
+		// Service validation, validateServicePort: appProtocol is a qualified name.
+		{"appProtocol not a qualified name", func(s *registryv1.ExportSpec) { s.Ports[0].AppProtocol = "Grpc Over TLS!" }, `spec.ports[0].app_protocol: "Grpc Over TLS!" must be a qualified name`},
+		{"appProtocol of 256 characters", func(s *registryv1.ExportSpec) { s.Ports[0].AppProtocol = strings.Repeat("a", 256) }, "spec.ports[0].app_protocol"},
+		{"appProtocol with a prefix", func(s *registryv1.ExportSpec) { s.Ports[0].AppProtocol = "kubernetes.io/h2c" }, ""},
+		// Service validation: a Service with a cluster IP needs a port.
+		{"ClusterSetIP without ports", func(s *registryv1.ExportSpec) { s.Ports = nil }, "spec.ports: required"},
+		{"headless without ports", func(s *registryv1.ExportSpec) {
+			s.Ports, s.Type = nil, registryv1.ServiceType_SERVICE_TYPE_HEADLESS
+		}, ""},
+		// ValidateAnnotations: the total of keys and values is at most 256 KiB; the importing
+		// controller's own annotation must still fit.
+		{"annotations of exactly 256 KiB", func(s *registryv1.ExportSpec) {
+			s.ExportedAnnotations = map[string]string{"example.com/a": strings.Repeat("v", 256*1024-len("example.com/a"))}
+		}, "spec.exported_annotations: 262144 bytes (keys and values), at most 258048 allowed"},
+		{"annotations at the limit", func(s *registryv1.ExportSpec) {
+			s.ExportedAnnotations = map[string]string{"example.com/a": strings.Repeat("v", MaxAnnotationBytes-len("example.com/a"))}
+		}, ""},
+		// ValidateAnnotations checks the lower-cased key: upper case is allowed in the name.
+		{"annotation key with upper case", func(s *registryv1.ExportSpec) {
+			s.ExportedAnnotations = map[string]string{"Example.com/Name": "v"}
+		}, ""},
+		{"annotation key with an empty prefix", func(s *registryv1.ExportSpec) {
+			s.ExportedAnnotations = map[string]string{"/name": "v"}
+		}, `key "/name"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,6 +182,18 @@ func TestRegion(t *testing.T) {
 	}
 }
 
+func v4(a string) *registryv1.EndpointGroup {
+	return &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{a}}}}
+}
+
+func v6(a string) *registryv1.EndpointGroup {
+	return &registryv1.EndpointGroup{AddressType: "IPv6", Endpoints: []*registryv1.Endpoint{{Addresses: []string{a}}}}
+}
+
+func fqdn(a string) *registryv1.EndpointGroup {
+	return &registryv1.EndpointGroup{AddressType: "FQDN", Endpoints: []*registryv1.Endpoint{{Addresses: []string{a}}}}
+}
+
 func TestEndpointGroups(t *testing.T) {
 	ready := &registryv1.EndpointConditions{Ready: proto.Bool(true)}
 	tests := []struct {
@@ -171,6 +207,29 @@ func TestEndpointGroups(t *testing.T) {
 		{"no address", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{}}}, "0 addresses, must be between 1 and 100"},
 		{"bad type", &registryv1.EndpointGroup{AddressType: "IPX"}, "address_type"},
 		{"bad hostname", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Hostname: "A_B"}}}, "hostname"},
+		// An endpoint without conditions is "unknown", as in an EndpointSlice.
+		{"no conditions", v4("10.0.0.1"), ""},
+		// EndpointSlice validation, IsFullyQualifiedDomainName: at least two labels.
+		{"single-label FQDN", fqdn("backend"), `"backend" must be a fully qualified domain name of at least two labels`},
+		{"FQDN", fqdn("backend.example.com"), ""},
+		{"FQDN with a trailing dot", fqdn("backend.example.com."), ""},
+		{"FQDN label of 64 characters", fqdn(strings.Repeat("a", 64) + ".example.com"), "has a label of 64 characters"},
+		// IsValidIPForLegacyField(strict): no IPv4-mapped IPv6; IsValidIP: canonical form.
+		{"non-canonical IPv6", v6("FD00:0:0:0:0:0:0:1"), `must be written in canonical form, "fd00::1"`},
+		{"IPv4-mapped IPv6", v6("::ffff:10.0.0.1"), "must not be an IPv4-mapped IPv6 address"},
+		{"IPv4 with leading zeros", v4("010.0.0.1"), "is not an IPv4 address"},
+		// ValidateEndpointIP: unspecified, loopback, link-local, link-local multicast.
+		{"loopback", v4("127.0.0.1"), "loopback range"},
+		{"IPv6 loopback", v6("::1"), "loopback range"},
+		{"metadata service", v4("169.254.169.254"), "link-local range"},
+		{"IPv6 link-local", v6("fe80::1"), "link-local range"},
+		{"unspecified", v4("0.0.0.0"), "may not be unspecified"},
+		{"link-local multicast", v4("224.0.0.1"), "link-local multicast range"},
+		// validateEndpointPorts: names unique ("" included), appProtocol a qualified name.
+		{"two ports named empty", &registryv1.EndpointGroup{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Port: 80, Protocol: "TCP"}, {Port: 81, Protocol: "TCP"}}}, `endpoint_groups[0].ports[1].name: duplicate port name ""`},
+		{"port without protocol", &registryv1.EndpointGroup{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Port: 80}}}, ""},
+		{"port with a bad appProtocol", &registryv1.EndpointGroup{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Port: 80, AppProtocol: "not valid!"}}}, "endpoint_groups[0].ports[0].app_protocol"},
+		{"target pod not a Pod name", &registryv1.EndpointGroup{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, TargetPod: "Pod_1"}}}, "target_pod"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -338,3 +338,76 @@ func TestPortSets(t *testing.T) {
 		})
 	}
 }
+
+// TestUnionStaysAValidService: a port that would make the derived Service invalid is left
+// out of the union and named on its own export (PortConflict), whichever export came
+// first, so one cluster's export cannot poison the import of the others.
+func TestUnionStaysAValidService(t *testing.T) {
+	ports := func(ps ...*registryv1.ServicePort) func(*registryv1.ExportSpec) {
+		return func(s *registryv1.ExportSpec) { s.Ports = ps }
+	}
+	withApp := func(p *registryv1.ServicePort, app string) *registryv1.ServicePort { p.AppProtocol = app; return p }
+	many := func(prefix string, n int, first int32) []*registryv1.ServicePort {
+		var out []*registryv1.ServicePort
+		for i := range n {
+			out = append(out, port(fmt.Sprintf("%s%d", prefix, i), "TCP", first+int32(i)))
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		old, new   func(*registryv1.ExportSpec)
+		wantPorts  string // the union, as PortString
+		wantExcl   string // by cluster: "old" is cluster a (older), "new" is cluster b
+		wantReason []R
+	}{
+		{"unnamed newer port joins no named union", ports(port("http", "TCP", 80)), ports(port("", "TCP", 8080)),
+			"[http/TCP/80]", "map[b:[/TCP/8080]]", []R{portC}},
+		{"a union holding an unnamed port takes no named one", ports(port("", "TCP", 80)), ports(port("grpc", "TCP", 9000)),
+			"[/TCP/80]", "map[b:[grpc/TCP/9000]]", []R{portC}},
+		{"the same unnamed port on both is one port", ports(port("", "TCP", 80)), ports(port("", "", 80)),
+			"[/TCP/80]", "map[]", nil},
+		{"an unnamed port at another number is excluded", ports(port("", "TCP", 80)), ports(port("", "TCP", 81)),
+			"[/TCP/80]", "map[b:[/TCP/81]]", []R{portC}},
+		{"a stored port with a bad appProtocol does not join", ports(port("http", "TCP", 80)),
+			ports(port("http", "TCP", 80), withApp(port("grpc", "TCP", 9000), "Grpc Over TLS!")),
+			"[http/TCP/80]", "map[b:[grpc/TCP/9000/Grpc Over TLS!]]", []R{portC}},
+		{"a stored oldest port with a bad name does not join", ports(port("HTTP", "TCP", 80)), ports(port("web", "TCP", 81)),
+			"[web/TCP/81]", "map[a:[HTTP/TCP/80]]", []R{portC}},
+		{"the union holds at most 64 ports", ports(many("a", 64, 1000)...), ports(append(many("a", 64, 1000), port("extra", "TCP", 2000))...),
+			"", "map[b:[extra/TCP/2000]]", []R{portC}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.new), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
+			var got []string
+			for _, p := range imp.GetSpec().GetPorts() {
+				got = append(got, PortString(p))
+			}
+			if tc.wantPorts != "" && fmt.Sprint(got) != tc.wantPorts {
+				t.Errorf("union = %v, want %s", got, tc.wantPorts)
+			}
+			if len(got) > 64 {
+				t.Errorf("union has %d ports", len(got))
+			}
+			excl := map[string][]string{}
+			for _, c := range imp.GetClusters() {
+				for _, p := range c.GetExcludedPorts() {
+					excl[c.GetClusterId()] = append(excl[c.GetClusterId()], PortString(p))
+				}
+			}
+			if fmt.Sprint(excl) != tc.wantExcl {
+				t.Errorf("excluded = %v, want %s", excl, tc.wantExcl)
+			}
+			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.wantReason) {
+				t.Errorf("conflicts = %v, want %v", imp.GetConflicts(), tc.wantReason)
+			}
+			// Whatever joined, the union is a valid Service's port list.
+			for _, p := range imp.GetSpec().GetPorts() {
+				if len(imp.GetSpec().GetPorts()) > 1 && p.GetName() == "" {
+					t.Errorf("unnamed port %s in a union of %d", PortString(p), len(got))
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// fixedData is a clusterset as the store or the registry returns it.
+type fixedData struct {
+	clusters []store.Cluster
+	exports  []store.Export
+}
+
+func (f fixedData) ListClusters(context.Context, string) ([]store.Cluster, error) {
+	return f.clusters, nil
+}
+func (f fixedData) ListExports(context.Context, string) ([]store.Export, error) {
+	return f.exports, nil
+}
+func (f fixedData) DeleteCluster(context.Context, store.ClusterKey) (int, error) { return 0, nil }
+
+// describeAll describes one export in every output format.
+func describeAll(t *testing.T, req *registryv1.PutExportRequest) Description {
+	t.Helper()
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	data := fixedData{
+		clusters: []store.Cluster{{Clusterset: "prod", ClusterID: "bad", LeaseDuration: time.Minute, RenewTime: now}},
+		exports: []store.Export{{Clusterset: "prod", ClusterID: "bad", Service: store.ServiceKey{Namespace: "dynamo", Name: "router"},
+			Spec: req.GetSpec(), EndpointGroups: req.GetEndpointGroups(), CreateTime: now, UpdateTime: now}},
+	}
+	d, err := describe(context.Background(), data, "prod", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{"table", "json", "yaml"} {
+		if err := printDescription(io.Discard, d, o); err != nil {
+			t.Fatalf("-o %s: %v", o, err)
+		}
+	}
+	return d
+}
+
+// TestDescribeEndpointWithoutConditions: an endpoint the registry accepted without
+// conditions is "unknown", counted as ready as an EndpointSlice consumer reads it.
+func TestDescribeEndpointWithoutConditions(t *testing.T) {
+	d := describeAll(t, &registryv1.PutExportRequest{
+		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS},
+		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{
+			{Addresses: []string{"10.0.0.1"}},
+			{Addresses: []string{"10.0.0.2"}, Conditions: &registryv1.EndpointConditions{Ready: proto.Bool(false)}},
+		}}},
+	})
+	if e := d.Exports[0]; e.Endpoints != 2 || e.ReadyEndpoints != 1 {
+		t.Fatalf("export %+v", e)
+	}
+}
+
+// FuzzDescribe: every export the registry accepts is described without a panic.
+func FuzzDescribe(f *testing.F) {
+	seed, _ := proto.Marshal(&registryv1.PutExportRequest{
+		Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: 80}}},
+		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}},
+	})
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req := &registryv1.PutExportRequest{}
+		if proto.Unmarshal(b, req) != nil {
+			return
+		}
+		var errs validate.Errors
+		validate.ExportSpec(&errs, "spec", req.GetSpec())
+		validate.EndpointGroups(&errs, "endpoint_groups", req.GetEndpointGroups())
+		if errs.Len() > 0 {
+			return
+		}
+		describeAll(t, req)
+	})
+}
