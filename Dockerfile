@@ -16,6 +16,7 @@ COPY controller/go.mod controller/go.sum controller/
 COPY admin/go.mod admin/go.sum admin/
 COPY gds-client/go.mod gds-client/go.sum gds-client/
 COPY test/go.mod test/go.sum test/
+COPY examples/go/go.mod examples/go/go.sum examples/go/
 RUN go mod download
 COPY . .
 ARG VERSION=dev

@@ -127,6 +127,9 @@ current-context: %[4]s
 // escaped): the user, verb, resource[/subresource], group and namespace.
 var refusalRE = regexp.MustCompile(`User \\?"([^"\\]+)\\?" cannot ([a-z]+) resource \\?"([^"\\]+)\\?" in API group \\?"([^"\\]*)\\?"(?: in the namespace \\?"([^"\\]+)\\?")?`)
 
+// admissionRE matches a refusal by admission: a ValidatingAdmissionPolicy or a webhook.
+var admissionRE = regexp.MustCompile(`ValidatingAdmissionPolicy '[^']*' with binding '[^']*' denied request|admission webhook \\?"[^"\\]*\\?" denied the request`)
+
 // FailOnForbidden fails the test when the process logged an authorization refusal its
 // RBAC should not have given. Each refusal is asked again of the API server (a
 // SubjectAccessReview, retried for a few seconds) while the test runs, so one the API
@@ -147,7 +150,9 @@ func FailOnForbidden(tb testing.TB, p *Process, c *Cluster) {
 		}
 		for ; checked < len(lines) && refused == ""; checked++ {
 			line := lines[checked]
-			if !strings.Contains(line, "forbidden") {
+			// Admission (a policy or webhook denying the object) also answers "forbidden";
+			// it is no authorization refusal.
+			if !strings.Contains(line, "forbidden") || admissionRE.MatchString(line) {
 				continue
 			}
 			m := refusalRE.FindStringSubmatch(line)

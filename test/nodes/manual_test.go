@@ -212,6 +212,58 @@ func TestManualOnNodes(t *testing.T) {
 		})
 	})
 
+	// A port the registry excludes is what kube-proxy does: usw2-a exports "clash" with its
+	// http port on another number than use1-a's older export, so the registry excludes
+	// usw2-a's http (PortConflict) and no traffic to the import's http port reaches usw2-a's
+	// pods, though both clusters' endpoints are imported.
+	t.Run("ExcludedPort", func(t *testing.T) {
+		ctx := context.Background()
+		clash := func(c *harness.Cluster, port int) {
+			y := fmt.Sprintf(echoWorkload, c.Name, harness.BusyboxImage, `dynamo.nvidia.com/mcs-export: "true"`)
+			y = strings.NewReplacer("name: echo", "name: clash", "app: echo", "app: clash", "'echo from ", "'clash from ",
+				"port: 80,", fmt.Sprintf("port: %d,", port)).Replace(y)
+			c.Apply(t, harness.DecodeYAML(t, "clash", []byte(y))...)
+		}
+		importFrom := func(want int) string {
+			var ip string
+			harness.Eventually(t, fmt.Sprintf("euw1-a imports dynamo/clash from %d cluster(s)", want), 2*time.Minute, func() string {
+				si := &mcsv1beta1.ServiceImport{}
+				if err := euw1.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "clash"}, si); err != nil {
+					return err.Error()
+				}
+				if len(si.Spec.IPs) == 0 || len(si.Status.Clusters) != want || readyEndpoints(t, euw1, "clash", si.Status.Clusters[want-1].Cluster) != 2 {
+					return fmt.Sprintf("ips %v, clusters %v", si.Spec.IPs, si.Status.Clusters)
+				}
+				ip = si.Spec.IPs[0]
+				return ""
+			})
+			return ip
+		}
+		clash(use1, 80)
+		importFrom(1)
+		clash(usw2, 81)
+		ip := importFrom(2)
+		harness.Eventually(t, "usw2-a's export reports the excluded port", time.Minute, func() string {
+			out, _ := usw2.Kubectl("-n", "dynamo", "get", "serviceexport", "clash", "-o", `jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}`)
+			if !strings.Contains(out, "Conflict=True PortConflict") || !strings.Contains(out, "http/TCP/81") {
+				return out
+			}
+			return ""
+		})
+		answers := map[string]int{}
+		for range 30 {
+			out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://"+ip+":80/")
+			if err != nil {
+				t.Fatalf("request to %s:80: %v: %s", ip, err, out)
+			}
+			answers[strings.TrimSpace(out)]++
+		}
+		if answers["clash from use1-a"] != 30 {
+			t.Fatalf("30 requests to the import's http port were answered %v; want every one by use1-a (usw2-a's http port is excluded)", answers)
+		}
+		t.Logf("FIGURE a port excluded for usw2-a: 30 of 30 requests to it answered by use1-a's pods")
+	})
+
 	// Faults, with pods: each prints how long it took.
 	t.Run("Faults", func(t *testing.T) {
 		ctx := context.Background()
