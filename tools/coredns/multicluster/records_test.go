@@ -63,3 +63,18 @@ func TestAnswer(t *testing.T) {
 		})
 	}
 }
+
+// FuzzAnswer: whatever an import holds that the registry accepts and the API server stores
+// (FQDN addresses, endpoints without a hostname, unnamed ports, upper-case names) and
+// whatever a client asks, an answer never panics.
+func FuzzAnswer(f *testing.F) {
+	f.Add("router", "router-0", "backend.example.com.", "", "_http._tcp.router.dynamo.svc.clusterset.local.", uint16(dns.TypeSRV), true)
+	f.Add("relay", "", "fd00::1", "http", "relay.dynamo.svc.clusterset.local.", uint16(dns.TypeAAAA), false)
+	f.Add("relay", "X", "10.1.2.3", "", "x.c.relay.dynamo.svc.clusterset.local.", uint16(dns.TypeA), true)
+	f.Fuzz(func(t *testing.T, name, hostname, address, portName, qname string, qtype uint16, headless bool) {
+		imp := &Import{Namespace: "dynamo", Name: name, Headless: headless, IPs: []string{"10.96.0.1"},
+			Ports:     []Port{{Name: portName, Protocol: "TCP", Port: 80}},
+			Endpoints: []Endpoint{{ClusterID: "c", Hostname: hostname, Address: address}}}
+		_ = Answer(func(string, string) *Import { return imp }, "clusterset.local.", dns.Fqdn(qname), qtype)
+	})
+}
