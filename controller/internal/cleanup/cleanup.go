@@ -20,7 +20,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // Options configure Run.
@@ -128,10 +128,10 @@ func cleanNamespace(ctx context.Context, c client.Client, ns string, res *Result
 	}
 	for i := range exports.Items {
 		se := &exports.Items[i]
-		if i := slices.Index(se.Finalizers, exporter.Finalizer); i >= 0 {
+		if i := slices.Index(se.Finalizers, names.Finalizer); i >= 0 {
 			// A JSON patch that tests the list first: a concurrent change of the
 			// finalizers makes it fail instead of dropping someone else's finalizer.
-			patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, exporter.Finalizer, i)
+			patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, names.Finalizer, i)
 			if err := c.Patch(ctx, se, client.RawPatch("application/json-patch+json", []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("remove the finalizer of ServiceExport %s/%s: %w", se.Namespace, se.Name, err)
 			}
@@ -145,7 +145,7 @@ func cleanNamespace(ctx context.Context, c client.Client, ns string, res *Result
 		}
 	}
 	var imports mcsv1beta1.ServiceImportList
-	if err := c.List(ctx, &imports, client.InNamespace(ns), client.MatchingLabels{importer.ManagedByLabel: importer.ManagedBy}); err != nil {
+	if err := c.List(ctx, &imports, client.InNamespace(ns), client.MatchingLabels{names.ManagedByLabel: names.ManagedBy}); err != nil {
 		return fmt.Errorf("list ServiceImports: %w", err)
 	}
 	for i := range imports.Items {
@@ -155,7 +155,7 @@ func cleanNamespace(ctx context.Context, c client.Client, ns string, res *Result
 		res.ImportsDeleted++
 	}
 	var services corev1.ServiceList
-	if err := c.List(ctx, &services, client.InNamespace(ns), client.MatchingLabels{importer.ManagedByLabel: importer.ManagedBy}); err != nil {
+	if err := c.List(ctx, &services, client.InNamespace(ns), client.MatchingLabels{names.ManagedByLabel: names.ManagedBy}); err != nil {
 		return fmt.Errorf("list derived Services: %w", err)
 	}
 	for i := range services.Items {
@@ -165,7 +165,7 @@ func cleanNamespace(ctx context.Context, c client.Client, ns string, res *Result
 		res.ServicesDeleted++
 	}
 	var epSlices discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &epSlices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: importer.ManagedBy}); err != nil {
+	if err := c.List(ctx, &epSlices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy}); err != nil {
 		return fmt.Errorf("list EndpointSlices: %w", err)
 	}
 	for i := range epSlices.Items {

@@ -27,17 +27,12 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
-// Names this controller uses on objects.
+// Reasons of the exporter's Events and conditions (its object names are in package names).
 const (
-	// Finalizer keeps a ServiceExport until its export is removed from the registry.
-	Finalizer = "multicluster.dynamo.nvidia.com/service-export"
-	// ManagedBy is the importer's endpointslice.kubernetes.io/managed-by value: slices
-	// carrying it are imports and are never exported again.
-	ManagedBy = importer.ManagedBy
 	// EventExportFailed is the Warning Event reason when the registry rejects an export.
 	EventExportFailed = "ExportFailed"
 	// ReasonClusterLeaseExpired is the Ready reason when the cluster's lease is gone.
@@ -135,7 +130,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) enqueueSlice(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	labels := o.GetLabels()
 	name := labels[discoveryv1.LabelServiceName]
-	if name == "" || labels[discoveryv1.LabelManagedBy] == ManagedBy {
+	if name == "" || labels[discoveryv1.LabelManagedBy] == names.ManagedBy {
 		return
 	}
 	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: name}
@@ -197,7 +192,7 @@ func (r *Reconciler) desired(ctx context.Context, se *mcsv1beta1.ServiceExport) 
 	}
 	own := slices.Items[:0]
 	for _, s := range slices.Items {
-		if s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
+		if s.Labels[discoveryv1.LabelManagedBy] != names.ManagedBy {
 			own = append(own, s)
 		}
 	}
@@ -227,16 +222,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if !se.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(se, Finalizer) {
+		if !controllerutil.ContainsFinalizer(se, names.Finalizer) {
 			return reconcile.Result{}, nil
 		}
 		if err := r.deleteExport(ctx, req.NamespacedName); err != nil {
 			return reconcile.Result{}, err
 		}
-		controllerutil.RemoveFinalizer(se, Finalizer)
+		controllerutil.RemoveFinalizer(se, names.Finalizer)
 		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, se))
 	}
-	if controllerutil.AddFinalizer(se, Finalizer) {
+	if controllerutil.AddFinalizer(se, names.Finalizer) {
 		if err := r.Client.Update(ctx, se); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -25,6 +25,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
@@ -157,8 +158,8 @@ func TestReconcile(t *testing.T) {
 			}
 			var se mcsv1beta1.ServiceExport
 			_ = cl.Get(context.Background(), key, &se)
-			if len(se.Finalizers) != 1 || se.Finalizers[0] != Finalizer {
-				t.Fatalf("finalizers %v, want %s", se.Finalizers, Finalizer)
+			if len(se.Finalizers) != 1 || se.Finalizers[0] != names.Finalizer {
+				t.Fatalf("finalizers %v, want %s", se.Finalizers, names.Finalizer)
 			}
 			if c.wantPuts == 1 {
 				p := reg.puts[0]

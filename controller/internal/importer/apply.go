@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // applyServiceImport creates or updates the ServiceImport; nil when the name is taken by a
@@ -40,7 +42,7 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, key types.Namespace
 	if err != nil {
 		return nil, err
 	}
-	if si.Labels[ManagedByLabel] != ManagedBy {
+	if si.Labels[names.ManagedByLabel] != names.ManagedBy {
 		if !r.AdoptUnmanaged {
 			r.mu.Lock()
 			seen := r.held["unmanaged"][key]
@@ -153,7 +155,7 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 	}
 	var cur discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
-		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: d.Service.Labels[mcsv1beta1.LabelServiceName]}); err != nil {
+		client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy, mcsv1beta1.LabelServiceName: d.Service.Labels[mcsv1beta1.LabelServiceName]}); err != nil {
 		return nil, err
 	}
 	plan := PlanSlices(cur.Items, want, svc)

@@ -14,17 +14,11 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // Names and labels of imported objects.
 const (
-	// DerivedServiceAnnotation on a ServiceImport names its derived Service.
-	DerivedServiceAnnotation = "multicluster.kubernetes.io/derived-service"
-	// ManagedByLabel marks the ServiceImports and derived Services this controller owns.
-	ManagedByLabel = "multicluster.dynamo.nvidia.com/managed-by"
-	// ManagedBy is the controller's value for ManagedByLabel and for
-	// endpointslice.kubernetes.io/managed-by.
-	ManagedBy = "mcs-controller.dynamo.nvidia.com"
 	// MaxEndpointsPerSlice is the usual EndpointSlice size.
 	MaxEndpointsPerSlice = 100
 )
@@ -85,7 +79,7 @@ func ImportLabels(imp *registryv1.ServiceImport) map[string]string {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[ManagedByLabel] = ManagedBy
+	l[names.ManagedByLabel] = names.ManagedBy
 	return l
 }
 
@@ -95,7 +89,7 @@ func ImportAnnotations(imp *registryv1.ServiceImport) map[string]string {
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[DerivedServiceAnnotation] = DerivedName(imp.GetService().GetNamespace(), imp.GetService().GetName())
+	a[names.DerivedServiceAnnotation] = DerivedName(imp.GetService().GetNamespace(), imp.GetService().GetName())
 	return a
 }
 
@@ -135,7 +129,7 @@ func DerivedService(imp *registryv1.ServiceImport, spec mcsv1beta1.ServiceImport
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: DerivedName(ns, name),
-			Labels: map[string]string{mcsv1beta1.LabelServiceName: name, ManagedByLabel: ManagedBy},
+			Labels: map[string]string{mcsv1beta1.LabelServiceName: name, names.ManagedByLabel: names.ManagedBy},
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP},
 	}
@@ -186,7 +180,7 @@ func EndpointSlices(imp *registryv1.ServiceImport) []*discoveryv1.EndpointSlice 
 							mcsv1beta1.LabelServiceName:   name,
 							mcsv1beta1.LabelSourceCluster: c.GetClusterId(),
 							discoveryv1.LabelServiceName:  derived,
-							discoveryv1.LabelManagedBy:    ManagedBy,
+							discoveryv1.LabelManagedBy:    names.ManagedBy,
 						},
 					},
 					AddressType: discoveryv1.AddressType(g.GetAddressType()),

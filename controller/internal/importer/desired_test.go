@@ -9,6 +9,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // TestDesiredFor: the objects of an import, computed once, agree with each other.
@@ -52,11 +53,11 @@ func TestDesiredFor(t *testing.T) {
 				}
 			}
 			for _, s := range d.Slices {
-				if s.Labels[mcsv1beta1.LabelServiceName] != "router" || s.Labels[ManagedByLabel] == "" && s.Labels["endpointslice.kubernetes.io/managed-by"] != ManagedBy {
+				if s.Labels[mcsv1beta1.LabelServiceName] != "router" || s.Labels[names.ManagedByLabel] == "" && s.Labels["endpointslice.kubernetes.io/managed-by"] != names.ManagedBy {
 					t.Fatalf("slice labels %v", s.Labels)
 				}
 			}
-			if d.Labels[ManagedByLabel] != ManagedBy || d.Annotations[DerivedServiceAnnotation] != d.Service.Name {
+			if d.Labels[names.ManagedByLabel] != names.ManagedBy || d.Annotations[names.DerivedServiceAnnotation] != d.Service.Name {
 				t.Fatalf("ServiceImport labels %v annotations %v", d.Labels, d.Annotations)
 			}
 		})

@@ -26,6 +26,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // Imports is what the importer reads of the registry's watch.
@@ -109,7 +110,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.events = make(chan event.GenericEvent, 4096)
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
-		if name == "" || (o.GetLabels()[ManagedByLabel] != ManagedBy && o.GetLabels()[discoveryv1.LabelManagedBy] != ManagedBy) {
+		if name == "" || (o.GetLabels()[names.ManagedByLabel] != names.ManagedBy && o.GetLabels()[discoveryv1.LabelManagedBy] != names.ManagedBy) {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
@@ -166,14 +167,14 @@ func (r *Reconciler) Resync(ctx context.Context) error {
 	}
 	keys := r.Imports.Keys()
 	var imports mcsv1beta1.ServiceImportList
-	if err := r.Client.List(ctx, &imports, client.MatchingLabels{ManagedByLabel: ManagedBy}); err != nil {
+	if err := r.Client.List(ctx, &imports, client.MatchingLabels{names.ManagedByLabel: names.ManagedBy}); err != nil {
 		return fmt.Errorf("list ServiceImports: %w", err)
 	}
 	for _, si := range imports.Items {
 		keys = append(keys, types.NamespacedName{Namespace: si.Namespace, Name: si.Name})
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := r.Client.List(ctx, &slices, client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy}); err != nil {
+	if err := r.Client.List(ctx, &slices, client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy}); err != nil {
 		return fmt.Errorf("list EndpointSlices: %w", err)
 	}
 	for _, s := range slices.Items {

@@ -23,6 +23,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // fakeImports is the registry's watch as the importer reads it.
@@ -111,7 +112,7 @@ func namespace(name string) *corev1.Namespace {
 func slicesOf(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	var list discoveryv1.EndpointSliceList
-	if err := c.List(context.Background(), &list, client.InNamespace("dynamo"), client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy}); err != nil {
+	if err := c.List(context.Background(), &list, client.InNamespace("dynamo"), client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -142,7 +143,7 @@ func TestImportReconcile(t *testing.T) {
 	if err := c.Get(ctx, req.NamespacedName, &si); err != nil {
 		t.Fatalf("ServiceImport: %v", err)
 	}
-	if si.Labels[ManagedByLabel] != ManagedBy || si.Spec.Type != mcsv1beta1.ClusterSetIP || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Port != 80 {
+	if si.Labels[names.ManagedByLabel] != names.ManagedBy || si.Spec.Type != mcsv1beta1.ClusterSetIP || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Port != 80 {
 		t.Fatalf("ServiceImport %+v", si)
 	}
 	if ready := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)); ready == nil || ready.Status != metav1.ConditionTrue || len(si.Status.Clusters) != 2 {
@@ -228,7 +229,7 @@ func TestImportReconcileHolds(t *testing.T) {
 		}
 		var si mcsv1beta1.ServiceImport
 		_ = c.Get(ctx, req.NamespacedName, &si)
-		if si.Labels[ManagedByLabel] == ManagedBy || len(slicesOf(t, c)) != 0 || len(w.take()) != 0 {
+		if si.Labels[names.ManagedByLabel] == names.ManagedBy || len(slicesOf(t, c)) != 0 || len(w.take()) != 0 {
 			t.Fatalf("an unmanaged ServiceImport was taken over: %+v", si.ObjectMeta)
 		}
 	})

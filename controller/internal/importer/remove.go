@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 // remove deletes what this controller imported for a Service that no longer has an import,
@@ -23,15 +25,15 @@ func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) (reco
 	if siErr != nil && !apierrors.IsNotFound(siErr) {
 		return reconcile.Result{}, siErr
 	}
-	ownsImport := siErr == nil && si.Labels[ManagedByLabel] == ManagedBy
+	ownsImport := siErr == nil && si.Labels[names.ManagedByLabel] == names.ManagedBy
 	var slices discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &slices, client.InNamespace(key.Namespace),
-		client.MatchingLabels{discoveryv1.LabelManagedBy: ManagedBy, mcsv1beta1.LabelServiceName: key.Name}); err != nil {
+		client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy, mcsv1beta1.LabelServiceName: key.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	derived := &corev1.Service{}
 	dErr := r.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: DerivedName(key.Namespace, key.Name)}, derived)
-	ownsDerived := dErr == nil && derived.Labels[ManagedByLabel] == ManagedBy
+	ownsDerived := dErr == nil && derived.Labels[names.ManagedByLabel] == names.ManagedBy
 	if !ownsImport && !ownsDerived && len(slices.Items) == 0 {
 		r.setHeld("unmanaged", key, false)
 		return reconcile.Result{}, nil

@@ -22,7 +22,7 @@ import (
 type Server struct {
 	registryv1.UnimplementedRegistryServiceServer
 	store store.Store
-	cache *imports.Cache
+	cache Cache
 	now   func() time.Time
 	log   *slog.Logger
 	// draining ends every watch when the process shuts down, so a graceful stop completes.
@@ -33,10 +33,28 @@ type Server struct {
 	watches  *watchLimits
 }
 
+// Cache is what the server needs of the imports cache (imports.Cache is the one): the
+// merged imports and the watches it serves, and the writes it must show at once. Declared
+// here, where it is used, so the cache can change without the server, and the other way.
+type Cache interface {
+	SetCluster(clusterset, clusterID string, cl *store.Cluster)
+	Resync(ctx context.Context, clusterset string) error
+	RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error
+	ApplyPut(clusterset string, e store.Export)
+	ApplySync(ctx context.Context, clusterset string, written []store.Export, gone []store.ServiceKey) error
+	ClusterUsage(ctx context.Context, clusterset, clusterID string, except ...store.ServiceKey) (imports.Usage, error)
+	ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error)
+	Import(ctx context.Context, clusterset string, k store.ServiceKey) (*registryv1.ServiceImport, error)
+	List(ctx context.Context, clusterset string, f imports.Filter) (imports.Snapshot, error)
+	Watch(ctx context.Context, clusterset string, f imports.Filter, pageSize int, resumeEpoch string, resumeRevision int64) (*imports.Watcher, error)
+}
+
+var _ Cache = (*imports.Cache)(nil)
+
 // Options configure a Server.
 type Options struct {
 	Store  store.Store
-	Cache  *imports.Cache
+	Cache  Cache
 	Logger *slog.Logger
 	// Draining, when closed, ends open watches with UNAVAILABLE.
 	Draining <-chan struct{}
