@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,109 +34,68 @@ type sent struct {
 	at time.Time
 }
 
-// export sends content when the registry does not have it yet, and returns the Ready and
-// Conflict conditions.
+// export carries out decideExport for one ServiceExport: it sends the content when the
+// decision says so, records the registry's answer, and returns the Ready and Conflict
+// conditions.
 func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *mcsv1beta1.ServiceExport, content *registryv1.ExportContent) (ready, conflict metav1.Condition, result reconcile.Result, err error) {
-	unknownConflict := cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending), "waiting for the registry's verdict")
 	st := r.Session.State()
-	// cause ends a message with why the registry could not be reached, when known.
-	cause := func(msg string) string {
-		if st.Problem != "" {
-			return msg + ": " + st.Problem
-		}
-		return msg
-	}
-	if !st.Registered {
-		if st.Ever && !st.LeaseValid {
-			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-				cause("the cluster's lease in the registry expired: heartbeats are not reaching the registry")), unknownConflict, reconcile.Result{}, nil
-		}
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
-			cause("waiting for the cluster to register with the registry")), unknownConflict, reconcile.Result{}, nil
-	}
-	if !st.LeaseValid {
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-			cause("the cluster's lease in the registry expired: heartbeats are not reaching the registry")), unknownConflict, reconcile.Result{}, nil
-	}
 	r.mu.Lock()
 	last := r.sent[key]
 	r.mu.Unlock()
-	if last != nil && last.generation == st.Generation && !proto.Equal(last.content, content) {
-		// At most one write per Service per batch period: endpoint churn, and reconciles
-		// woken by the registry's own echo of the last write, wait for the next slot.
-		if wait := r.BatchPeriod - r.now().Sub(last.at); wait > 0 {
-			result = reconcile.Result{RequeueAfter: wait}
-			content = last.content
-		}
-	}
-	retryLimit := last != nil && last.overLimit != "" && r.now().Sub(last.at) >= LimitRetry
-	if last == nil || last.generation != st.Generation || !proto.Equal(last.content, content) || retryLimit {
-		var resp *registryv1.PutExportResponse
-		err = r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
-			var err error
-			resp, err = c.PutExport(ctx, &registryv1.PutExportRequest{
-				Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: content.Service, Spec: content.Spec, EndpointGroups: content.EndpointGroups,
-			})
-			return err
-		})
-		if f := r.Metrics.ExportWrite; f != nil {
-			f("put", err == nil)
-		}
-		switch status.Code(err) {
-		case codes.OK:
-			last = &sent{content: content, generation: st.Generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}
-		case codes.InvalidArgument:
-			msg := status.Convert(err).Message()
-			if last == nil || last.rejected != msg {
-				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
-			}
-			last = &sent{content: content, generation: st.Generation, rejected: msg, at: r.now()}
-		case codes.ResourceExhausted:
-			msg := status.Convert(err).Message()
-			if last == nil || last.overLimit != msg {
-				r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry refused the export: %s", msg)
-			}
-			last = &sent{content: content, generation: st.Generation, overLimit: msg, at: r.now()}
-		case codes.FailedPrecondition:
-			r.Session.Lost()
-			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-				"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
-		default:
-			msg := "the registry did not answer; retrying"
-			if hint := registryclient.Diagnose(err); hint != "" {
-				msg += ": " + hint
-			}
-			return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
-				msg), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
-		}
-		r.mu.Lock()
-		r.sent[key] = last
-		r.mu.Unlock()
-	}
-	if last.overLimit != "" {
-		wait := LimitRetry - r.now().Sub(last.at)
-		if wait <= 0 {
-			wait = LimitRetry
-		}
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry refused the export: "+last.overLimit+"; retrying every "+LimitRetry.String()),
-			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), reconcile.Result{RequeueAfter: wait}, nil
-	}
-	if last.rejected != "" {
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), "the registry rejected the export: "+last.rejected),
-			cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "not exported"), result, nil
-	}
-	verdict := last.verdict
-	// The import, as the registry's watch last reported it, is newer than the put's verdict
-	// when other clusters changed their exports since — once it includes the put: an import
-	// without this cluster's last write would flip the condition back and forth.
 	imp := r.Imports.Get(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
-	if own := entryOf(imp, r.ClusterID); own != nil && !own.GetExportUpdateTime().AsTime().Before(last.written) {
-		verdict = verdictFrom(imp, r.ClusterID)
-	} else {
-		imp = nil
+	a := decideExport(exportInput{Session: st, Desired: content, Last: last, Import: imp, ClusterID: r.ClusterID,
+		Now: r.now(), BatchPeriod: r.BatchPeriod, LimitRetry: LimitRetry})
+	if !a.Put {
+		return a.Ready, a.Conflict, reconcile.Result{RequeueAfter: a.Requeue}, nil
 	}
-	return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry"),
-		conflictCondition(verdict, imp, r.ClusterID), result, nil
+	var resp *registryv1.PutExportResponse
+	err = r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+		var err error
+		resp, err = c.PutExport(ctx, &registryv1.PutExportRequest{
+			Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: a.Content.Service, Spec: a.Content.Spec, EndpointGroups: a.Content.EndpointGroups,
+		})
+		return err
+	})
+	if f := r.Metrics.ExportWrite; f != nil {
+		f("put", err == nil)
+	}
+	switch status.Code(err) {
+	case codes.OK:
+		last = &sent{content: a.Content, generation: st.Generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}
+	case codes.InvalidArgument:
+		msg := status.Convert(err).Message()
+		if last == nil || last.rejected != msg {
+			r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
+		}
+		last = &sent{content: a.Content, generation: st.Generation, rejected: msg, at: r.now()}
+	case codes.ResourceExhausted:
+		msg := status.Convert(err).Message()
+		if last == nil || last.overLimit != msg {
+			r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry refused the export: %s", msg)
+		}
+		last = &sent{content: a.Content, generation: st.Generation, overLimit: msg, at: r.now()}
+	case codes.FailedPrecondition:
+		r.Session.Lost()
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
+			"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
+	default:
+		msg := "the registry did not answer; retrying"
+		if hint := registryclient.Diagnose(err); hint != "" {
+			msg += ": " + hint
+		}
+		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
+			msg), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
+	}
+	r.mu.Lock()
+	r.sent[key] = last
+	r.mu.Unlock()
+	// The watch may already show the write: read the import again.
+	imp = r.Imports.Get(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+	v := verdict(last, imp, r.ClusterID, r.now(), LimitRetry)
+	if v.Requeue == 0 {
+		v.Requeue = a.Requeue
+	}
+	return v.Ready, v.Conflict, reconcile.Result{RequeueAfter: v.Requeue}, nil
 }
 
 // deleteExport removes the export from the registry when this process sent it, or when it
