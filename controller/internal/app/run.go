@@ -31,7 +31,8 @@ import (
 
 // Run runs the controller until ctx ends: the manager with the exporter, the importer and
 // the label reconciler, and on the leader the registry session, the import watch and the
-// failback prober.
+// failback prober. Its steps: the cluster (API check, identity), the manager, the registry
+// pool, the wiring; the manager then owns every lifetime, and the pool closes after it.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	targets, err := o.targets()
 	if err != nil {
@@ -41,28 +42,62 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	restCfg, scheme, direct, err := kubeClient()
+	restCfg, scheme, id, err := resolveCluster(ctx, o, log)
 	if err != nil {
 		return err
+	}
+	mgr, err := newManager(restCfg, scheme, o)
+	if err != nil {
+		return err
+	}
+	m := newMetrics(crmetrics.Registry)
+	if err := mgr.Add(tlsFiles); err != nil {
+		return err
+	}
+	pool, err := registryclient.NewPool(registryclient.PoolOptions{
+		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := wire(mgr, o, id, pool, m, log); err != nil {
+		return err
+	}
+	log.Info("mcs-controller starting", "registry_urls", o.registryURLs.String(), "watch_namespaces", o.watchNamespaces.String(),
+		"leader_election", o.leaderElect, "leader_election_namespace", leaderNamespace(o.leaderElectionNS))
+	return mgr.Start(ctx)
+}
+
+// resolveCluster connects to the cluster, checks that it serves the MCS API, and resolves
+// the cluster's identity (flags, else ClusterProperty and node labels).
+func resolveCluster(ctx context.Context, o Options, log *slog.Logger) (*rest.Config, *runtime.Scheme, identity.Identity, error) {
+	restCfg, scheme, direct, err := kubeClient()
+	if err != nil {
+		return nil, nil, identity.Identity{}, err
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(restCfg)
 	if err != nil {
-		return fmt.Errorf("discovery client: %w", err)
+		return nil, nil, identity.Identity{}, fmt.Errorf("discovery client: %w", err)
 	}
 	if err := apicheck.Check(disc, apicheck.MCS); err != nil {
-		return err
+		return nil, nil, identity.Identity{}, err
 	}
 	id, err := identity.Resolve(ctx, direct, o.clustersetID, o.clusterID, o.region)
 	if err != nil {
-		return err
+		return nil, nil, identity.Identity{}, err
 	}
 	if id.Region == "" {
 		log.Warn("no region: --region is not set and no Node has the label " + identity.RegionLabel)
 	}
 	log.Info("cluster identity", "clusterset", id.Clusterset, "cluster", id.ClusterID, "region", id.Region,
 		"clusterset_from", id.Sources["clusterset"], "cluster_from", id.Sources["cluster"], "region_from", id.Sources["region"])
+	return restCfg, scheme, id, nil
+}
 
-	leNS := leaderNamespace(o.leaderElectionNS)
+// newManager makes the controller-runtime manager: the watched namespaces, metrics, probes
+// and leader election as the flags say.
+func newManager(restCfg *rest.Config, scheme *runtime.Scheme, o Options) (manager.Manager, error) {
 	cacheOpts := cache.Options{}
 	if len(o.watchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
@@ -83,32 +118,26 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       leNS,
+		LeaderElectionNamespace:       leaderNamespace(o.leaderElectionNS),
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &o.leaderLeaseDuration,
 		RenewDeadline:                 &o.leaderRenewDeadline,
 		RetryPeriod:                   &o.leaderRetryPeriod,
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	m := newMetrics(crmetrics.Registry)
-	if err := mgr.Add(tlsFiles); err != nil {
-		return err
-	}
-	pool, err := registryclient.NewPool(registryclient.PoolOptions{
-		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	return mgr, nil
+}
 
-	// The loop, read top-down: the session keeps the cluster registered and tells the
-	// exporter (Registered: send every export; StateChanged: reconcile the conditions); the
-	// import watch mirrors the registry's imports and tells the exporter (Conflict
-	// conditions) and the importer (the cluster's ServiceImports, Services and
-	// EndpointSlices). The exporter reads both; the listeners are named where each runs.
+// wire adds the controller's parts to the manager.
+//
+// The loop, read top-down: the session keeps the cluster registered and tells the exporter
+// (Registered: send every export; StateChanged: reconcile the conditions); the import
+// watch mirrors the registry's imports and tells the exporter (Conflict conditions) and
+// the importer (the cluster's ServiceImports, Services and EndpointSlices). The exporter
+// reads both; the listeners are named where each runs.
+func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registryclient.Pool, m *metrics, log *slog.Logger) error {
 	session := &registryclient.Session{
 		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
@@ -130,14 +159,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		Metrics:  importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
 	}
-	if err := exp.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := imp.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return err
+	for _, setup := range []func(ctrl.Manager) error{exp.SetupWithManager, imp.SetupWithManager, (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager} {
+		if err := setup(mgr); err != nil {
+			return err
+		}
 	}
 	// The session, the import watch and the failback prober run on the leader only.
 	for _, r := range []func(context.Context) error{
@@ -159,12 +184,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	log.Info("mcs-controller starting", "registry_urls", o.registryURLs.String(), "watch_namespaces", o.watchNamespaces.String(),
-		"leader_election", o.leaderElect, "leader_election_namespace", leNS)
-	return mgr.Start(ctx)
+	return mgr.AddReadyzCheck("readyz", healthz.Ping)
 }
 
 // leaderNamespace is the namespace of the leader-election Lease: the flag, else the pod's.

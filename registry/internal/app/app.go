@@ -12,30 +12,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/encoding/protojson"
 
-	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
 // Defaults of the limits, as the flags and the chart set them.
@@ -49,238 +40,142 @@ const (
 	DefaultMaxConnections         = 10000
 )
 
-// Run serves until ctx ends, then shuts down gracefully.
+// Run serves until ctx ends, then shuts down gracefully: build, serve, shut down.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := newMetrics(reg)
-	// The TLS files are read again when they change (a renewed certificate, a CA added to
-	// the client-CA bundle): new connections use them with no restart.
-	var grpcTLS, restTLS *tls.Config
-	if cfg.TLSCertFile != "" {
-		src, err := tlsfiles.Load(tlsfiles.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ClientCAFile: cfg.ClientCAFile}, log, m.tlsObserver(reg))
-		if err != nil {
-			return err
-		}
-		grpcTLS, restTLS = src.ServerConfig(), src.ServerConfig("h2", "http/1.1")
-	}
-	serverTLS := grpcTLS != nil
-	// Every read skips a bad item again: count each skip, log each item once (up to a
-	// thousand items, so a flood of them cannot grow the set without bound).
-	var badMu sync.Mutex
-	logged := map[string]bool{}
-	badItem := func(pk, sk string, err error) {
-		m.badItems.Inc()
-		badMu.Lock()
-		first := !logged[pk+"\x00"+sk] && len(logged) < 1000
-		if first {
-			logged[pk+"\x00"+sk] = true
-		}
-		badMu.Unlock()
-		if first {
-			log.Warn("skipped a stored item that cannot be decoded", "pk", pk, "sk", sk, "error", err)
-		}
-	}
-	st, err := openStore(ctx, cfg, m.capacity, badItem)
+	p, err := build(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	defer p.stopBackground()
+	if err := p.listen(); err != nil {
+		return err
+	}
+	return p.serve(ctx)
+}
 
-	runCtx, stopBackground := context.WithCancel(context.Background())
-	defer stopBackground()
-	cache := imports.New(imports.Options{Store: st, Logger: log, Observer: m.observer()})
-	reg.MustRegister(newInventory(cache))
-	go func() {
-		if err := cache.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("imports cache stopped", "error", err)
-		}
-	}()
+// process is a built mcs-registry: its store and imports cache with their background work,
+// the public gRPC server, the in-process one the REST gateway calls, the REST and admin
+// HTTP servers, and their listeners. Its lifetime: build, listen, serve (until the context
+// ends or a server fails), shutdown.
+type process struct {
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	m   *metrics
 
-	draining := make(chan struct{})
-	var shuttingDown atomic.Bool
-	countUnary, countStream := m.interceptors()
-	unary := []grpc.UnaryServerInterceptor{countUnary}
-	stream := []grpc.StreamServerInterceptor{countStream}
-	var az *authz.Authorizer
-	var clientOf func(context.Context) string
-	if cfg.ClientCAFile != "" {
-		az = &authz.Authorizer{TrustDomain: cfg.TrustDomain, Admins: cfg.AdminIdentities, Log: log, Denied: m.denied}
-		unary, stream = append(unary, az.Unary), append(stream, az.Stream)
-		clientOf = az.IdentityOf
-	}
-	svc := server.New(server.Options{Store: st, Cache: cache, Logger: log, Draining: draining, Refused: m.refused,
-		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster},
-		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: clientOf},
-	})
-	decoding := server.NewDecoding()
-	grpcOpts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(decoding.Codec()),
-		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
-		// Controllers keep watches open for hours; allow their keepalive pings. A connection
-		// with no call for --idle-timeout is closed (GOAWAY), and one whose peer does not
-		// answer a ping within 10 s; a connection must finish its handshake within 10 s.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: cfg.IdleTimeout}),
-		grpc.ConnectionTimeout(handshakeTimeout),
-	}
-	internalGRPC := grpc.NewServer(grpcOpts...)
-	if serverTLS {
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(grpcTLS)))
-	}
-	grpcServer := grpc.NewServer(grpcOpts...)
-	healthServer := health.NewServer()
-	// gRPC health and /readyz follow the store: a controller's failback probe moves back
-	// only to a registry that can serve. "" and the service's name say the same.
-	var storeState storeHealth
-	go storeState.follow(runCtx, healthServer, st, m.storeUp.Set)
-	for _, s := range []*grpc.Server{grpcServer, internalGRPC} {
-		s.RegisterService(decoding.ServiceDesc(), svc)
-		healthpb.RegisterHealthServer(s, healthServer)
-	}
-	reflection.Register(grpcServer)
-	// Every method's series exist from the start at 0, so rate() and alerts see the first call.
-	m.grpc.InitializeMetrics(grpcServer)
+	store          store.Store
+	cache          *imports.Cache
+	stopBackground context.CancelFunc // the cache and the store health follower
+	storeState     *storeHealth
 
-	grpcLis, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
+	az                       *authz.Authorizer
+	stream                   []grpc.StreamServerInterceptor
+	grpcTLS, restTLS         *tls.Config
+	svc                      *server.Server
+	grpcServer, internalGRPC *grpc.Server
+	health                   *health.Server
+	rest, admin              *http.Server
+
+	grpcLis, restLis, adminLis net.Listener
+	inproc                     *inProcessListener
+
+	// draining ends the open watches; shuttingDown fails /readyz.
+	draining     chan struct{}
+	shuttingDown atomic.Bool
+}
+
+// build makes every part of the process, in dependency order; nothing listens yet.
+func build(ctx context.Context, cfg Config, log *slog.Logger) (*process, error) {
+	p := &process{cfg: cfg, log: log, reg: prometheus.NewRegistry(), draining: make(chan struct{}), storeState: &storeHealth{}}
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.m = newMetrics(p.reg)
+	if err := p.buildTLS(); err != nil {
+		return nil, err
+	}
+	if err := p.buildStore(ctx); err != nil {
+		return nil, err
+	}
+	p.buildGRPC()
+	if err := p.buildREST(ctx); err != nil {
+		p.stopBackground()
+		return nil, err
+	}
+	p.buildAdmin()
+	return p, nil
+}
+
+// listen opens the three listeners; at most --max-connections are open on the gRPC and
+// REST ones (more wait to be accepted).
+func (p *process) listen() error {
+	var err error
+	if p.grpcLis, err = net.Listen("tcp", p.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("--grpc-addr: %w", err)
 	}
-	restLis, err := net.Listen("tcp", cfg.RESTAddr)
-	if err != nil {
-		grpcLis.Close()
+	if p.restLis, err = net.Listen("tcp", p.cfg.RESTAddr); err != nil {
+		p.grpcLis.Close()
 		return fmt.Errorf("--rest-addr: %w", err)
 	}
-	// At most --max-connections open on each listener: more wait to be accepted.
-	grpcLis, restLis = netutil.LimitListener(grpcLis, cfg.MaxConnections), netutil.LimitListener(restLis, cfg.MaxConnections)
-	adminLis, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		grpcLis.Close()
-		restLis.Close()
+	p.grpcLis, p.restLis = netutil.LimitListener(p.grpcLis, p.cfg.MaxConnections), netutil.LimitListener(p.restLis, p.cfg.MaxConnections)
+	if p.adminLis, err = net.Listen("tcp", p.cfg.AdminAddr); err != nil {
+		p.grpcLis.Close()
+		p.restLis.Close()
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
+	return nil
+}
 
-	// The REST gateway calls the service through in-process gRPC connections, one per call,
-	// so a call goes through the same interceptors as a gRPC one, TLS is terminated once (at
-	// the REST listener), and one client's call cannot end another's.
-	inproc := bufconn.Listen(1 << 20)
-	marshal := protojson.MarshalOptions{EmitUnpopulated: true}
-	gwOpts := []runtime.ServeMuxOption{
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &compactJSON{JSONPb: runtime.JSONPb{
-			MarshalOptions:   marshal,
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-		}}),
-		// No HTTP header becomes gRPC metadata: the service reads none, and a REST client
-		// must never set its own identity.
-		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
-		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
-	}
-	identity := func(*http.Request) string { return "" }
-	if az != nil {
-		// The REST listener verified the client certificate; its identity goes to the
-		// in-process gRPC server, which authorizes the call like a gRPC one.
-		identity = func(r *http.Request) string {
-			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-				return ""
-			}
-			id, err := az.CertIdentity(r.TLS.VerifiedChains[0][0])
-			if err != nil {
-				return ""
-			}
-			return id.URI
+// serve runs every server until ctx ends or one of them fails, then shuts them all down;
+// it returns the first server's failure.
+func (p *process) serve(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveErr("grpc", p.grpcServer.Serve(p.grpcLis)) })
+	g.Go(func() error { return serveErr("internal grpc", p.internalGRPC.Serve(p.inproc)) })
+	g.Go(func() error {
+		if p.restTLS != nil {
+			return serveErr("rest", p.rest.ServeTLS(p.restLis, "", ""))
 		}
-		gwOpts = append(gwOpts, runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
-			if id := identity(r); id != "" {
-				return metadata.Pairs(authz.IdentityHeader, id)
-			}
-			return nil
-		}))
-	}
-	gw := runtime.NewServeMux(gwOpts...)
-	if err := registryv1.RegisterRegistryServiceHandlerClient(ctx, gw, registryv1.NewRegistryServiceClient(newPerCallConn(inproc, cfg.MaxRequestBytes))); err != nil {
-		return fmt.Errorf("register the REST gateway: %w", err)
-	}
-	// Registered last, so it takes the watch path from the generated handler.
-	watch := &restWatch{svc: svc, intercept: chainStream(stream), identity: identity, sendTimeout: cfg.SendTimeout, marshal: marshal}
-	if err := gw.HandlePath(http.MethodGet, "/v1/clustersets/{clusterset}/imports:watch", watch.serve); err != nil {
-		return fmt.Errorf("register the REST watch: %w", err)
-	}
-	restHandler := writeDeadline(http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes)), cfg.SendTimeout)
-	// No WriteTimeout: watches last for hours; each write of an answer or a watch message
-	// has its own deadline (--send-timeout) instead.
-	restServer := &http.Server{Handler: restHandler, ReadHeaderTimeout: handshakeTimeout, ReadTimeout: time.Minute,
-		IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	if serverTLS {
-		restServer.TLSConfig = restTLS
-	} else {
-		restServer.Protocols = new(http.Protocols)
-		restServer.Protocols.SetHTTP1(true)
-		restServer.Protocols.SetUnencryptedHTTP2(true)
-	}
-
-	adminMux := http.NewServeMux()
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	adminMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if shuttingDown.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		if err := storeState.state(); err != nil {
-			http.Error(w, "store not reachable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
+		return serveErr("rest", p.rest.Serve(p.restLis))
 	})
-	adminServer := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error { return serveErr("admin", p.admin.Serve(p.adminLis)) })
+	g.Go(func() error {
+		<-gctx.Done()
+		p.shutdown()
+		return nil
+	})
+	p.log.Info("mcs-registry serving", "grpc", p.grpcLis.Addr().String(), "rest", p.restLis.Addr().String(), "admin", p.adminLis.Addr().String(),
+		"store", p.cfg.Store, "tls", p.grpcTLS != nil, "client_auth", p.az != nil)
+	err := g.Wait()
+	p.log.Info("mcs-registry stopped")
+	return err
+}
 
-	errc := make(chan error, 4)
-	go func() { errc <- serveErr("grpc", grpcServer.Serve(grpcLis)) }()
-	go func() { errc <- serveErr("internal grpc", internalGRPC.Serve(inproc)) }()
-	go func() {
-		if serverTLS {
-			errc <- serveErr("rest", restServer.ServeTLS(restLis, "", ""))
-		} else {
-			errc <- serveErr("rest", restServer.Serve(restLis))
-		}
-	}()
-	go func() { errc <- serveErr("admin", adminServer.Serve(adminLis)) }()
-	log.Info("mcs-registry serving", "grpc", grpcLis.Addr().String(), "rest", restLis.Addr().String(), "admin", adminLis.Addr().String(),
-		"store", cfg.Store, "tls", serverTLS, "client_auth", az != nil)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-	// Shut down: fail readiness, end watches so clients move to another replica, let
-	// in-flight requests finish, then stop.
-	log.Info("mcs-registry shutting down", "timeout", cfg.ShutdownTimeout)
-	shuttingDown.Store(true)
-	healthServer.Shutdown()
-	close(draining)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+// shutdown is the shutdown order, in one place: fail readiness, end watches so clients
+// move to another replica, let in-flight requests finish (within --shutdown-timeout), then
+// stop the servers and the background work.
+func (p *process) shutdown() {
+	p.log.Info("mcs-registry shutting down", "timeout", p.cfg.ShutdownTimeout)
+	p.shuttingDown.Store(true)
+	p.health.Shutdown()
+	close(p.draining)
+	sctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
 	defer cancel()
 	stopped := make(chan struct{})
 	go func() {
-		grpcServer.GracefulStop()
+		p.grpcServer.GracefulStop()
 		close(stopped)
 	}()
-	_ = restServer.Shutdown(sctx)
+	_ = p.rest.Shutdown(sctx)
 	select {
 	case <-stopped:
 	case <-sctx.Done():
-		grpcServer.Stop()
+		p.grpcServer.Stop()
 	}
-	internalGRPC.Stop()
-	_ = adminServer.Shutdown(sctx)
-	stopBackground()
-	log.Info("mcs-registry stopped")
-	return runErr
+	p.internalGRPC.Stop()
+	_ = p.admin.Shutdown(sctx)
+	p.stopBackground()
 }
 
 const (

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -31,11 +30,11 @@ import (
 // one call does to its connection (an oversized frame, a reset) ends that call alone and
 // never another client's call or watch.
 type perCallConn struct {
-	lis  *bufconn.Listener
+	lis  *inProcessListener
 	opts []grpc.DialOption
 }
 
-func newPerCallConn(lis *bufconn.Listener, maxRequestBytes int) *perCallConn {
+func newPerCallConn(lis *inProcessListener, maxRequestBytes int) *perCallConn {
 	return &perCallConn{lis: lis, opts: []grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
