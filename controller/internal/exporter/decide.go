@@ -35,8 +35,7 @@ type exportAction struct {
 	Put     bool
 	Content *registryv1.ExportContent
 	Requeue time.Duration
-	// Decided: Ready and Conflict hold (no registration, or no write needed).
-	Decided         bool
+	// Ready and Conflict hold when Put is false.
 	Ready, Conflict metav1.Condition
 }
 
@@ -56,11 +55,11 @@ func decideExport(in exportInput) exportAction {
 		return msg
 	}
 	if !st.Registered && !(st.Ever && !st.LeaseValid) {
-		return exportAction{Decided: true, Conflict: unknownConflict, Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown,
+		return exportAction{Conflict: unknownConflict, Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown,
 			string(mcsv1beta1.ServiceExportReasonPending), cause("waiting for the cluster to register with the registry"))}
 	}
 	if !st.LeaseValid {
-		return exportAction{Decided: true, Conflict: unknownConflict, Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse,
+		return exportAction{Conflict: unknownConflict, Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse,
 			ReasonClusterLeaseExpired, cause("the cluster's lease in the registry expired: heartbeats are not reaching the registry"))}
 	}
 	last, content := in.Last, in.Desired
@@ -93,12 +92,12 @@ func verdict(last *sent, imp *registryv1.ServiceImport, clusterID string, now ti
 		if wait <= 0 {
 			wait = limitRetry
 		}
-		return exportAction{Decided: true, Requeue: wait, Conflict: notExported,
+		return exportAction{Requeue: wait, Conflict: notExported,
 			Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed),
 				"the registry refused the export: "+last.overLimit+"; retrying every "+limitRetry.String())}
 	}
 	if last.rejected != "" {
-		return exportAction{Decided: true, Conflict: notExported,
+		return exportAction{Conflict: notExported,
 			Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed),
 				"the registry rejected the export: "+last.rejected)}
 	}
@@ -111,7 +110,7 @@ func verdict(last *sent, imp *registryv1.ServiceImport, clusterID string, now ti
 	} else {
 		imp = nil
 	}
-	return exportAction{Decided: true,
+	return exportAction{
 		Ready:    cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the registry"),
 		Conflict: conflictCondition(v, imp, clusterID)}
 }

@@ -129,3 +129,21 @@ func TestConflictConditionNamesPorts(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointGroupsCanonicalAddresses: an IPv6 address the source's API server holds in
+// another spelling is sent in canonical form, which the registry's contract requires;
+// FQDN addresses are sent as they are.
+func TestEndpointGroupsCanonicalAddresses(t *testing.T) {
+	groups := EndpointGroups([]discoveryv1.EndpointSlice{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, AddressType: discoveryv1.AddressTypeIPv6,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"FD00:0:0:0:0:0:0:1"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, AddressType: discoveryv1.AddressTypeFQDN,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"Backend.Example.com"}}}},
+	})
+	if got := groups[0].GetEndpoints()[0].GetAddresses()[0]; got != "fd00::1" {
+		t.Errorf("IPv6 address sent as %q, want fd00::1", got)
+	}
+	if got := groups[1].GetEndpoints()[0].GetAddresses()[0]; got != "Backend.Example.com" {
+		t.Errorf("FQDN address sent as %q", got)
+	}
+}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -259,14 +259,14 @@ func ready(clusters []string, refused map[string]Refusal, derived string, genera
 	if len(refused) == 0 {
 		return c
 	}
-	names := refusedClusters(refused)
+	ids := strings.Join(refusedClusters(refused), ", ")
 	if len(refused) >= len(clusters) {
 		c.Status, c.Reason = metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonPending)
-		c.Message = fmt.Sprintf("the API server refuses the endpoints of every source cluster (%s); see %s", strings.Join(names, ", "), ConditionEndpointsRefused)
+		c.Message = fmt.Sprintf("the API server refuses the endpoints of every source cluster (%s); see %s", ids, ConditionEndpointsRefused)
 		return c
 	}
 	c.Message = fmt.Sprintf("imported from %d of %d cluster(s); derived Service %s; the API server refuses the endpoints of %s (see %s)",
-		len(clusters)-len(refused), len(clusters), derived, strings.Join(names, ", "), ConditionEndpointsRefused)
+		len(clusters)-len(refused), len(clusters), derived, ids, ConditionEndpointsRefused)
 	return c
 }
 
@@ -292,10 +292,5 @@ func endpointsRefused(refused map[string]Refusal, generation int64) metav1.Condi
 }
 
 func refusedClusters(refused map[string]Refusal) []string {
-	names := make([]string, 0, len(refused))
-	for n := range refused {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(refused))
 }

@@ -106,7 +106,6 @@ func (r *Reconciler) watched(ns string) bool {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.missing = map[types.NamespacedName]time.Time{}
 	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}
-	r.refused = map[string]map[types.NamespacedName]bool{}
 	r.events = make(chan event.GenericEvent, 4096)
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]

@@ -79,7 +79,7 @@ func cutMessage(s string) string {
 // each cluster newly refused, and the per-cluster metric. si may be nil (the import left).
 func (r *Reconciler) noteRefusals(ctx context.Context, key types.NamespacedName, si *mcsv1beta1.ServiceImport, refused map[string]Refusal) {
 	r.mu.Lock()
-	if r.refused == nil {
+	if r.refused == nil { // made on first use, as the unit tests build a Reconciler without SetupWithManager
 		r.refused = map[string]map[types.NamespacedName]bool{}
 	}
 	var newly []Refusal
