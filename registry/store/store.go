@@ -88,6 +88,19 @@ func (e Export) ClusterKey() ClusterKey {
 	return ClusterKey{Clusterset: e.Clusterset, ClusterID: e.ClusterID}
 }
 
+// Unreadable is a stored item that no read can decode.
+type Unreadable struct {
+	Clusterset string
+	// Key is the item's key within the clusterset, as stored.
+	Key string
+	// ClusterID and Service name the cluster or export the item belongs to, when its key
+	// says (empty otherwise).
+	ClusterID string
+	Service   ServiceKey
+	// Reason says what is wrong with it.
+	Reason string
+}
+
 // ChangeKind says what a Change is about.
 type ChangeKind int
 
@@ -159,6 +172,12 @@ type Store interface {
 	ListExports(ctx context.Context, clusterset string) ([]Export, error)
 	// ListServiceExports returns every cluster's export of one Service, sorted by cluster id.
 	ListServiceExports(ctx context.Context, clusterset string, svc ServiceKey) ([]Export, error)
+
+	// ListUnreadable returns the clusterset's stored items that no read can decode (an
+	// export whose endpoint chunks are missing or damaged, an item another writer put
+	// there). Every read skips them, so each costs its own export or cluster and nothing
+	// else; this lists them for an operator to remove (DeleteExport, DeleteCluster).
+	ListUnreadable(ctx context.Context, clusterset string) ([]Unreadable, error)
 
 	// Changes delivers every change of the store, made through this process or another
 	// one sharing the store, until ctx ends. Changes may be delivered more than once.

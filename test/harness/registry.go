@@ -26,7 +26,10 @@ func StartRegistryAt(tb testing.TB, grpcAddr string, extra ...string) *Registry 
 	r := &Registry{
 		GRPCAddr: grpcAddr, RESTAddr: Addr(FreePort(tb)), AdminAddr: Addr(FreePort(tb)),
 	}
-	r.args = append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text"}, extra...)
+	// Every local client connects from 127.0.0.1, where --max-watches-per-client would count
+	// a hundred clusters' controllers as one client: a test sets its own value to test it.
+	r.args = append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text",
+		"--max-watches-per-client=100000"}, extra...)
 	r.start(tb)
 	return r
 }

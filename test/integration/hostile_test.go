@@ -317,3 +317,47 @@ func TestHostileREST(t *testing.T) {
 		t.Fatalf("another client's REST call: %d %.300s", code, body)
 	}
 }
+
+// TestRESTErrorsNameTheField: a REST body with a value protojson refuses is answered 400
+// naming the field (a bad Duration once answered without it), and a path segment with an
+// encoded slash is answered 400 naming the parameter (it was routed nowhere: 404). Nothing
+// stored changes.
+func TestRESTErrorsNameTheField(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	c := dial(t, reg.GRPCAddr)
+	by := startBystander(t, ctx, c)
+	base := "http://" + reg.RESTAddr
+	send := func(method, path, body string) (int, string) {
+		r, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		wantField                string
+	}{
+		{"a Duration that is not one", http.MethodPost, "/v1/clustersets/prod/clusters", `{"clusterId":"a","leaseDuration":"abc"}`, "field leaseDuration"},
+		{"a Duration under its proto name", http.MethodPost, "/v1/clustersets/prod/clusters", `{"cluster_id":"a","lease_duration":7}`, "field lease_duration"},
+		{"a nested port that is not a number", http.MethodPost, "/v1/clustersets/prod/clusters/a/exports:sync",
+			`{"exports":[{"service":{"namespace":"dynamo","name":"x"}},{"service":{"namespace":"dynamo","name":"y"},"spec":{"ports":[{"port":80},{"port":"http"}]}}]}`,
+			"field exports[1].spec.ports[1].port"},
+		{"an enum that does not exist", http.MethodPost, "/v1/clustersets/prod/clusters/a/exports:sync",
+			`{"exports":[{"service":{"namespace":"dynamo","name":"x"},"spec":{"type":"LOAD_BALANCER"}}]}`, "exports[0].spec.type"},
+		{"an encoded slash in the clusterset", http.MethodGet, "/v1/clustersets/prod%2Fother/imports", "", "clusterset"},
+		{"an encoded slash in the cluster id", http.MethodDelete, "/v1/clustersets/prod/clusters/a%2Fb", "", "cluster_id"},
+	} {
+		code, body := send(tc.method, tc.path, tc.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, tc.wantField) {
+			t.Errorf("%s: %d %.300s; want 400 naming %q", tc.name, code, body, tc.wantField)
+		}
+	}
+	by.check(t, ctx, c, "after-bad-rest")
+}

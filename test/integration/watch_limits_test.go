@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -319,5 +321,53 @@ func TestWatchesPerClient(t *testing.T) {
 	}
 	if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="watches_per_client"}`); n != 1 {
 		t.Errorf("watches_per_client refusals = %v, want 1", n)
+	}
+}
+
+// TestWatchesPerAddress: without client certificates, --max-watches-per-client counts a
+// client's watches by its IP address, so one client cannot take every slot of
+// --max-watches: its watch past the limit is refused naming its address, and a client on
+// another address still gets a watch. Before, without mTLS only --max-watches counted.
+func TestWatchesPerAddress(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory", "--max-watches=10", "--max-watches-per-client=3")
+	_, port, _ := net.SplitHostPort(reg.GRPCAddr)
+	// Two clients on two loopback addresses (Linux routes all of 127.0.0.0/8 to lo).
+	from := func(ip string) registryv1.RegistryServiceClient {
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return registryv1.NewRegistryServiceClient(conn)
+	}
+	noisy, honest := from("127.0.0.2"), from("127.0.0.3")
+	open := func(c registryv1.RegistryServiceClient) error {
+		w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod"})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		return err
+	}
+	for i := range 3 {
+		if err := open(noisy); err != nil {
+			t.Fatalf("noisy client's watch %d: %v", i, err)
+		}
+	}
+	for i := range 5 {
+		err := open(noisy)
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-watches-per-client") ||
+			!strings.Contains(st.Message(), "127.0.0.2") {
+			t.Fatalf("noisy client's watch %d past the limit: %v; want RESOURCE_EXHAUSTED naming its address and --max-watches-per-client", 4+i, err)
+		}
+	}
+	if err := open(honest); err != nil {
+		t.Fatalf("a client on another address: %v; want its watch served", err)
+	}
+	if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="watches_per_client"}`); n != 5 {
+		t.Errorf("watches_per_client refusals = %v, want 5", n)
 	}
 }

@@ -46,6 +46,8 @@ type registryData interface {
 	ListClusters(ctx context.Context, clusterset string) ([]store.Cluster, error)
 	ListExports(ctx context.Context, clusterset string) ([]store.Export, error)
 	DeleteCluster(ctx context.Context, k store.ClusterKey) (int, error)
+	ListUnreadable(ctx context.Context, clusterset string) ([]store.Unreadable, error)
+	DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error)
 }
 
 // check refuses flag combinations that name two different places to work on.
@@ -121,7 +123,7 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
 	g.alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
 	g.alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-url: PEM key of --registry-tls-cert-file.")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g))
+	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g), deleteExportCmd(g))
 	return root
 }
 

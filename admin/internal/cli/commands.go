@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -98,6 +99,51 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 	}
 	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
 	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
+	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
+	return cmd
+}
+
+func deleteExportCmd(g *globals) *cobra.Command {
+	var clusterset, cluster string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete-export NAMESPACE/NAME",
+		Short: "Remove one cluster's export of a Service, also one the registry cannot read",
+		Long: `Remove one cluster's export of a Service, with its endpoints. Use it for an export that
+describe lists under UNREADABLE: every read skips it, and it stays until removed. An export
+the cluster's controller still has is written again at its next sync.`,
+		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes
+  mcs-admin --registry-url=http://localhost:8080 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if clusterset == "" || cluster == "" {
+				return usageErrorf("--clusterset-id and --cluster-id: both required")
+			}
+			ns, name, ok := strings.Cut(args[0], "/")
+			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+				return usageErrorf("%q: want the Service as NAMESPACE/NAME", args[0])
+			}
+			if !yes {
+				return usageErrorf("this removes the export of %s by cluster %s from clusterset %s; add --yes to do it", args[0], cluster, clusterset)
+			}
+			ctx := cmd.Context()
+			data, where, err := g.data(ctx)
+			if err != nil {
+				return err
+			}
+			existed, err := data.DeleteExport(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: cluster}, store.ServiceKey{Namespace: ns, Name: name})
+			if err != nil {
+				return err
+			}
+			if !existed {
+				return fmt.Errorf("cluster %s of clusterset %s has no export of %s (%s)", cluster, clusterset, args[0], where)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted the export of %s by cluster %s of clusterset %s\n", args[0], cluster, clusterset)
+			return nil
+		},
+	}
+	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The exporting cluster (required).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }

@@ -20,6 +20,18 @@ type Description struct {
 	Time       time.Time            `json:"time"`
 	Clusters   []ClusterDescription `json:"clusters"`
 	Exports    []ExportDescription  `json:"exports"`
+	// Unreadable are stored items no read can decode: every read skips them; remove an
+	// export with delete-export, a cluster with delete-cluster.
+	Unreadable []UnreadableDescription `json:"unreadable"`
+}
+
+// UnreadableDescription is a stored item that cannot be read.
+type UnreadableDescription struct {
+	Key       string `json:"key"`
+	ClusterID string `json:"clusterId,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Reason    string `json:"reason"`
 }
 
 // ClusterDescription is one cluster and its lease.
@@ -49,7 +61,7 @@ type ExportDescription struct {
 
 // describe reads a clusterset from the store or a registry.
 func describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
-	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}}
+	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}, Unreadable: []UnreadableDescription{}}
 	clusters, err := st.ListClusters(ctx, clusterset)
 	if err != nil {
 		return d, err
@@ -92,6 +104,13 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		}
 		sort.Strings(ed.Addresses)
 		d.Exports = append(d.Exports, ed)
+	}
+	bad, err := st.ListUnreadable(ctx, clusterset)
+	if err != nil {
+		return d, err
+	}
+	for _, u := range bad {
+		d.Unreadable = append(d.Unreadable, UnreadableDescription{Key: u.Key, ClusterID: u.ClusterID, Namespace: u.Service.Namespace, Name: u.Service.Name, Reason: u.Reason})
 	}
 	return d, nil
 }
@@ -160,6 +179,14 @@ func printDescription(w io.Writer, d Description, output string) error {
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tREADY/ENDPOINTS\tCREATED")
 	for _, e := range d.Exports {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
+	}
+	if len(d.Unreadable) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "UNREADABLE (skipped by every read; remove with delete-export or delete-cluster)")
+		fmt.Fprintln(tw, "KEY\tCLUSTER\tREASON")
+		for _, u := range d.Unreadable {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Key, dash(u.ClusterID), u.Reason)
+		}
 	}
 	return tw.Flush()
 }

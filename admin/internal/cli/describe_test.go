@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 
 // fixedData is a clusterset as the store or the registry returns it.
 type fixedData struct {
-	clusters []store.Cluster
-	exports  []store.Export
+	clusters   []store.Cluster
+	exports    []store.Export
+	unreadable []store.Unreadable
 }
 
 func (f fixedData) ListClusters(context.Context, string) ([]store.Cluster, error) {
@@ -26,6 +28,12 @@ func (f fixedData) ListExports(context.Context, string) ([]store.Export, error) 
 	return f.exports, nil
 }
 func (f fixedData) DeleteCluster(context.Context, store.ClusterKey) (int, error) { return 0, nil }
+func (f fixedData) ListUnreadable(context.Context, string) ([]store.Unreadable, error) {
+	return f.unreadable, nil
+}
+func (f fixedData) DeleteExport(context.Context, store.ClusterKey, store.ServiceKey) (bool, error) {
+	return false, nil
+}
 
 // describeAll describes one export in every output format.
 func describeAll(t *testing.T, req *registryv1.PutExportRequest) Description {
@@ -83,4 +91,30 @@ func FuzzDescribe(f *testing.F) {
 		}
 		describeAll(t, req)
 	})
+}
+
+// TestDescribeListsUnreadable: describe lists the items no read can decode, in every
+// output format, naming the key, the cluster and the reason.
+func TestDescribeListsUnreadable(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	data := fixedData{unreadable: []store.Unreadable{{Clusterset: "prod", Key: "EXPORT#dynamo/ghost#a", ClusterID: "a",
+		Service: store.ServiceKey{Namespace: "dynamo", Name: "ghost"}, Reason: "0 of 2 endpoint chunks"}}}
+	d, err := describe(context.Background(), data, "prod", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Unreadable) != 1 || d.Unreadable[0].Name != "ghost" || d.Unreadable[0].ClusterID != "a" {
+		t.Fatalf("unreadable = %+v", d.Unreadable)
+	}
+	for _, o := range []string{"table", "json", "yaml"} {
+		var b strings.Builder
+		if err := printDescription(&b, d, o); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"EXPORT#dynamo/ghost#a", "0 of 2 endpoint chunks"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("-o %s does not show %q:\n%s", o, want, b.String())
+			}
+		}
+	}
 }

@@ -207,6 +207,34 @@ func (c *Client) ListExports(ctx context.Context, clusterset string) ([]store.Ex
 	return out, nil
 }
 
+// ListUnreadable returns the clusterset's stored items the registry cannot read.
+func (c *Client) ListUnreadable(ctx context.Context, clusterset string) ([]store.Unreadable, error) {
+	var resp registryv1.ListExportsResponse
+	if err := c.do(ctx, http.MethodGet, clustersetPath(clusterset)+"/exports", &resp); err != nil {
+		if unknownClusterset(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out := make([]store.Unreadable, 0, len(resp.GetUnreadable()))
+	for _, u := range resp.GetUnreadable() {
+		out = append(out, store.Unreadable{Clusterset: clusterset, Key: u.GetKey(), ClusterID: u.GetClusterId(),
+			Service: store.ServiceKey{Namespace: u.GetService().GetNamespace(), Name: u.GetService().GetName()}, Reason: u.GetReason()})
+	}
+	return out, nil
+}
+
+// DeleteExport removes one cluster's export of a Service (also one that cannot be read)
+// and reports whether it existed.
+func (c *Client) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
+	var resp registryv1.DeleteExportResponse
+	path := clustersetPath(k.Clusterset) + "/clusters/" + url.PathEscape(k.ClusterID) + "/exports/" + url.PathEscape(svc.Namespace) + "/" + url.PathEscape(svc.Name)
+	if err := c.do(ctx, http.MethodDelete, path, &resp); err != nil {
+		return false, err
+	}
+	return resp.GetDeleted(), nil
+}
+
 // DeleteCluster removes a cluster with its exports and returns how many exports went;
 // store.ErrClusterNotFound when the registry does not know it.
 func (c *Client) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, error) {

@@ -3,10 +3,8 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/net/netutil"
@@ -191,22 +188,4 @@ func serveErr(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s server: %w", name, err)
-}
-
-// compactJSON is the gateway's marshaler with whitespace removed: protojson varies its
-// spacing on purpose, and users grep the output (for "state":"LEASE_STATE_ACTIVE").
-type compactJSON struct {
-	runtime.JSONPb
-}
-
-func (c *compactJSON) Marshal(v any) ([]byte, error) {
-	b, err := c.JSONPb.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return b, nil
-	}
-	return buf.Bytes(), nil
 }

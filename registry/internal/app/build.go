@@ -140,6 +140,9 @@ func (p *process) buildREST(ctx context.Context) error {
 		}}),
 		// No HTTP header becomes gRPC metadata: the service reads none, and a REST client
 		// must never set its own identity.
+		// A path segment keeps an encoded slash (%2F) in its value, so a name holding one is
+		// refused naming its field (400), not routed nowhere (404).
+		runtime.WithUnescapingMode(runtime.UnescapingModeAllExceptSlash),
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 	}

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
 
 func TestWriteCompact(t *testing.T) {
@@ -22,6 +27,30 @@ func TestWriteCompact(t *testing.T) {
 		}
 		if got.String() != want.String() {
 			t.Errorf("writeCompact(%.60q) = %.80q, want %.80q", doc, got.String(), want.String())
+		}
+	}
+}
+
+// TestBadField: the path of the field protojson refuses, through nested messages and lists.
+func TestBadField(t *testing.T) {
+	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
+	md := (&registryv1.SyncExportsRequest{}).ProtoReflect().Descriptor()
+	reg := (&registryv1.RegisterClusterRequest{}).ProtoReflect().Descriptor()
+	for _, tc := range []struct {
+		name string
+		md   protoreflect.MessageDescriptor
+		doc  string
+		want string
+	}{
+		{"a Duration", reg, `{"clusterId":"a","leaseDuration":"abc"}`, "leaseDuration"},
+		{"proto name", reg, `{"lease_duration":1}`, "lease_duration"},
+		{"nested in a list", md, `{"exports":[{},{"spec":{"ports":[{"port":1},{"port":"x"}]}}]}`, "exports[1].spec.ports[1].port"},
+		{"a list that is not one", md, `{"exports":{}}`, "exports"},
+		{"unknown fields are no one's fault", md, `{"nope":1,"exports":[]}`, ""},
+		{"not an object", md, `[1]`, ""},
+	} {
+		if got := badField(opts, tc.md, []byte(tc.doc), 0); got != tc.want {
+			t.Errorf("%s: badField = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

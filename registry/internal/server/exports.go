@@ -216,10 +216,26 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 			return nil, errClustersetUnknown(req.GetClusterset())
 		}
 	}
+	bad, err := s.store.ListUnreadable(ctx, req.GetClusterset())
+	if err != nil {
+		return nil, s.storeError("list unreadable items", err)
+	}
+	wanted := func(clusterID string, svc store.ServiceKey) bool {
+		return (req.GetClusterId() == "" || clusterID == req.GetClusterId()) && (req.GetNamespace() == "" || svc.Namespace == req.GetNamespace())
+	}
 	resp := &registryv1.ListExportsResponse{}
 	for _, e := range exports {
-		if (req.GetClusterId() == "" || e.ClusterID == req.GetClusterId()) && (req.GetNamespace() == "" || e.Service.Namespace == req.GetNamespace()) {
+		if wanted(e.ClusterID, e.Service) {
 			resp.Exports = append(resp.Exports, exportProto(e, req.GetIncludeEndpoints()))
+		}
+	}
+	for _, u := range bad {
+		if wanted(u.ClusterID, u.Service) {
+			item := &registryv1.UnreadableItem{Key: u.Key, ClusterId: u.ClusterID, Reason: u.Reason}
+			if u.Service.Name != "" {
+				item.Service = &registryv1.ServiceKey{Namespace: u.Service.Namespace, Name: u.Service.Name}
+			}
+			resp.Unreadable = append(resp.Unreadable, item)
 		}
 	}
 	return resp, nil

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -24,8 +26,9 @@ type WatchLimits struct {
 	// SendTimeout is --send-timeout: how long one message may wait to be sent before the
 	// watch is closed.
 	SendTimeout time.Duration
-	// ClientOf names the caller of a watch for MaxWatchesPerClient; "" (or a nil func):
-	// the caller is not known, and only MaxWatches counts.
+	// ClientOf names the caller of a watch for MaxWatchesPerClient (its certificate
+	// identity); "" (or a nil func): the caller has no identity, and its peer's IP address
+	// names it.
 	ClientOf func(ctx context.Context) string
 }
 
@@ -45,6 +48,26 @@ type watchLimits struct {
 
 func newWatchLimits(l WatchLimits) *watchLimits {
 	return &watchLimits{WatchLimits: l, byClient: map[string]int{}}
+}
+
+// clientOf names the caller for --max-watches-per-client: its identity (a client
+// certificate's URI) when it has one, else its peer's IP address. Without identities,
+// clients behind one NAT or a proxy that does not keep the client's address share one count.
+func (w *watchLimits) clientOf(ctx context.Context) string {
+	if w.ClientOf != nil {
+		if id := w.ClientOf(ctx); id != "" {
+			return id
+		}
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	addr := p.Addr.String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	return "address " + addr
 }
 
 // acquire counts a new watch, or names the limit it would exceed.
@@ -79,10 +102,7 @@ func (s *Server) WatchImports(req *registryv1.WatchImportsRequest, stream regist
 	if err := invalidWatch(req); err != nil {
 		return err
 	}
-	client := ""
-	if s.watches.ClientOf != nil {
-		client = s.watches.ClientOf(stream.Context())
-	}
+	client := s.watches.clientOf(stream.Context())
 	release, limit := s.watches.acquire(client)
 	switch limit {
 	case LimitWatches:

@@ -298,6 +298,17 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, upda
 }
 
 func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.ServiceKey, id, gen string, count int) {
+	if count < 1 || count > maxChunks {
+		// A damaged item's count (2^40): remove the chunks that exist, not every name.
+		items, err := st.queryProjected(ctx, clusterset, chunkPrefix(svc, id, gen), "SK", nil)
+		if err != nil {
+			return
+		}
+		for _, it := range items {
+			_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), getS(it, attrSK))})
+		}
+		return
+	}
 	for i := range count {
 		_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))})
 	}

@@ -149,6 +149,26 @@ func parseExportSK(sk string) (exportKey, error) {
 	return exportKey{Service: store.ServiceKey{Namespace: ns, Name: name}, ClusterID: id}, nil
 }
 
+// chunkKey names an endpoint chunk: its export and generation.
+type chunkKey struct {
+	exportKey
+	gen string
+}
+
+// parseChunkSK reads EPS#<namespace>/<name>#<cluster id>#<gen>#<i>.
+func parseChunkSK(sk string) (chunkKey, error) {
+	rest, _ := strings.CutPrefix(sk, "EPS#")
+	parts := strings.Split(rest, "#")
+	if len(parts) != 4 {
+		return chunkKey{}, fmt.Errorf("chunk item %q: %w: the sort key is not EPS#<namespace>/<name>#<cluster>#<generation>#<index>", sk, errBadItem)
+	}
+	ek, err := parseExportSK("EXPORT#" + parts[0] + "#" + parts[1])
+	if err != nil {
+		return chunkKey{}, err
+	}
+	return chunkKey{exportKey: ek, gen: parts[2]}, nil
+}
+
 // chunkIndex is the index at the end of a chunk item's sort key.
 func chunkIndex(item map[string]types.AttributeValue) (int, error) {
 	sk := getS(item, attrSK)

@@ -34,7 +34,7 @@ func TestExportRecordCarriesItsTime(t *testing.T) {
 		{"no image: unknown, read", streamtypes.Record{EventName: streamtypes.OperationTypeModify, Dynamodb: &streamtypes.StreamRecord{Keys: keys}}, false, time.Time{}},
 	}
 	for _, c := range cases {
-		st.record(c.rec)
+		st.record(context.Background(), c.rec)
 		var ch store.Change
 		select {
 		case ch = <-changes:

@@ -99,7 +99,7 @@ func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*s
 					continue
 				}
 				for _, r := range recs.Records {
-					st.record(r)
+					st.record(ctx, r)
 				}
 				iterators[id] = recs.NextShardIterator
 			}
@@ -114,7 +114,7 @@ func (st *Store) follow(ctx context.Context, arn string, iterators map[string]*s
 
 // record publishes the change of one stream record. A record it cannot decode is
 // reported and skipped: one bad item must not stop the feed of every replica.
-func (st *Store) record(r streamtypes.Record) {
+func (st *Store) record(ctx context.Context, r streamtypes.Record) {
 	if r.Dynamodb == nil {
 		return
 	}
@@ -123,6 +123,10 @@ func (st *Store) record(r streamtypes.Record) {
 			st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), fmt.Errorf("%w: decoding panicked: %v", errBadItem, p))
 		}
 	}()
+	if c := st.chunkChange(ctx, r); c != nil {
+		st.feed.Publish(*c)
+		return
+	}
 	c, err := changeFrom(r.Dynamodb.Keys)
 	if err != nil {
 		st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), err)
@@ -162,6 +166,30 @@ func (st *Store) record(r streamtypes.Record) {
 		}
 	}
 	st.feed.Publish(*c)
+}
+
+// chunkChange is the change of an export whose current endpoint chunk was overwritten or
+// removed — something this store never does to a chunk its export item names (it writes a
+// new generation, then removes the old one) — so every replica reads the export again and
+// applies the rule a full read applies (an export with a bad chunk is skipped). A chunk of
+// a new generation, or the removal of an old one, changes nothing: nil.
+func (st *Store) chunkChange(ctx context.Context, r streamtypes.Record) *store.Change {
+	sk := keyString(r.Dynamodb.Keys, attrSK)
+	if !strings.HasPrefix(sk, "EPS#") || r.EventName == streamtypes.OperationTypeInsert {
+		return nil
+	}
+	clusterset, _ := strings.CutPrefix(keyString(r.Dynamodb.Keys, attrPK), "CS#")
+	ck, err := parseChunkSK(sk)
+	if err != nil {
+		return nil
+	}
+	if r.EventName == streamtypes.OperationTypeRemove {
+		item, err := st.getExportItem(ctx, clusterset, ck.Service, ck.ClusterID)
+		if err != nil || item == nil || getS(item, "gen") != ck.gen {
+			return nil
+		}
+	}
+	return &store.Change{Kind: store.ChangeExport, Clusterset: clusterset, ClusterID: ck.ClusterID, Service: ck.Service}
 }
 
 func keyString(keys map[string]streamtypes.AttributeValue, k string) string {

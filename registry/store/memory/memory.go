@@ -303,3 +303,7 @@ func (s *Store) Changes(ctx context.Context) (<-chan store.Change, error) {
 
 // Ping implements store.Store: the memory store is always reachable.
 func (s *Store) Ping(context.Context) error { return nil }
+
+// ListUnreadable implements store.Store: the memory store holds decoded values only, so
+// nothing in it is unreadable.
+func (s *Store) ListUnreadable(context.Context, string) ([]store.Unreadable, error) { return nil, nil }

@@ -2088,7 +2088,12 @@ func (x *ListExportsRequest) GetIncludeEndpoints() bool {
 type ListExportsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by namespace, name, cluster id.
-	Exports       []*Export `protobuf:"bytes,1,rep,name=exports,proto3" json:"exports,omitempty"`
+	Exports []*Export `protobuf:"bytes,1,rep,name=exports,proto3" json:"exports,omitempty"`
+	// The clusterset's stored items that cannot be read (for example an export whose
+	// endpoint chunks are missing or damaged). Every read skips them, so each costs its own
+	// export or cluster; remove one with DeleteExport or DeleteCluster. Filtered by
+	// cluster_id and namespace as exports are.
+	Unreadable    []*UnreadableItem `protobuf:"bytes,2,rep,name=unreadable,proto3" json:"unreadable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2130,6 +2135,86 @@ func (x *ListExportsResponse) GetExports() []*Export {
 	return nil
 }
 
+func (x *ListExportsResponse) GetUnreadable() []*UnreadableItem {
+	if x != nil {
+		return x.Unreadable
+	}
+	return nil
+}
+
+// UnreadableItem is a stored item the registry cannot decode.
+type UnreadableItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's key within the clusterset, as stored.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The cluster the item belongs to, when its key says.
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The exported Service, when the item is an export and its key says.
+	Service *ServiceKey `protobuf:"bytes,3,opt,name=service,proto3" json:"service,omitempty"`
+	// What is wrong with it.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnreadableItem) Reset() {
+	*x = UnreadableItem{}
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnreadableItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnreadableItem) ProtoMessage() {}
+
+func (x *UnreadableItem) ProtoReflect() protoreflect.Message {
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnreadableItem.ProtoReflect.Descriptor instead.
+func (*UnreadableItem) Descriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UnreadableItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UnreadableItem) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *UnreadableItem) GetService() *ServiceKey {
+	if x != nil {
+		return x.Service
+	}
+	return nil
+}
+
+func (x *UnreadableItem) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ImportSpec is the merged spec of a ServiceImport.
 type ImportSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2151,7 +2236,7 @@ type ImportSpec struct {
 
 func (x *ImportSpec) Reset() {
 	*x = ImportSpec{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2248,7 @@ func (x *ImportSpec) String() string {
 func (*ImportSpec) ProtoMessage() {}
 
 func (x *ImportSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2261,7 @@ func (x *ImportSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportSpec.ProtoReflect.Descriptor instead.
 func (*ImportSpec) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImportSpec) GetPorts() []*ServicePort {
@@ -2267,7 +2352,7 @@ type ImportCluster struct {
 
 func (x *ImportCluster) Reset() {
 	*x = ImportCluster{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2364,7 @@ func (x *ImportCluster) String() string {
 func (*ImportCluster) ProtoMessage() {}
 
 func (x *ImportCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2377,7 @@ func (x *ImportCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCluster.ProtoReflect.Descriptor instead.
 func (*ImportCluster) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImportCluster) GetClusterId() string {
@@ -2361,7 +2446,7 @@ type ServiceImport struct {
 
 func (x *ServiceImport) Reset() {
 	*x = ServiceImport{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2458,7 @@ func (x *ServiceImport) String() string {
 func (*ServiceImport) ProtoMessage() {}
 
 func (x *ServiceImport) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2471,7 @@ func (x *ServiceImport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceImport.ProtoReflect.Descriptor instead.
 func (*ServiceImport) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ServiceImport) GetService() *ServiceKey {
@@ -2437,7 +2522,7 @@ type ListImportsRequest struct {
 
 func (x *ListImportsRequest) Reset() {
 	*x = ListImportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2534,7 @@ func (x *ListImportsRequest) String() string {
 func (*ListImportsRequest) ProtoMessage() {}
 
 func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2547,7 @@ func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsRequest.ProtoReflect.Descriptor instead.
 func (*ListImportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListImportsRequest) GetClusterset() string {
@@ -2499,7 +2584,7 @@ type ListImportsResponse struct {
 
 func (x *ListImportsResponse) Reset() {
 	*x = ListImportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2596,7 @@ func (x *ListImportsResponse) String() string {
 func (*ListImportsResponse) ProtoMessage() {}
 
 func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2609,7 @@ func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsResponse.ProtoReflect.Descriptor instead.
 func (*ListImportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListImportsResponse) GetImports() []*ServiceImport {
@@ -2570,7 +2655,7 @@ type WatchImportsRequest struct {
 
 func (x *WatchImportsRequest) Reset() {
 	*x = WatchImportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2667,7 @@ func (x *WatchImportsRequest) String() string {
 func (*WatchImportsRequest) ProtoMessage() {}
 
 func (x *WatchImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2680,7 @@ func (x *WatchImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImportsRequest.ProtoReflect.Descriptor instead.
 func (*WatchImportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchImportsRequest) GetClusterset() string {
@@ -2674,7 +2759,7 @@ type WatchImportsResponse struct {
 
 func (x *WatchImportsResponse) Reset() {
 	*x = WatchImportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2771,7 @@ func (x *WatchImportsResponse) String() string {
 func (*WatchImportsResponse) ProtoMessage() {}
 
 func (x *WatchImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2784,7 @@ func (x *WatchImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImportsResponse.ProtoReflect.Descriptor instead.
 func (*WatchImportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchImportsResponse) GetEpoch() string {
@@ -2770,7 +2855,7 @@ type ImportDelta struct {
 
 func (x *ImportDelta) Reset() {
 	*x = ImportDelta{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2867,7 @@ func (x *ImportDelta) String() string {
 func (*ImportDelta) ProtoMessage() {}
 
 func (x *ImportDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +2880,7 @@ func (x *ImportDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportDelta.ProtoReflect.Descriptor instead.
 func (*ImportDelta) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ImportDelta) GetService() *ServiceKey {
@@ -2838,7 +2923,7 @@ type ImportHeader struct {
 
 func (x *ImportHeader) Reset() {
 	*x = ImportHeader{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2935,7 @@ func (x *ImportHeader) String() string {
 func (*ImportHeader) ProtoMessage() {}
 
 func (x *ImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2948,7 @@ func (x *ImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportHeader.ProtoReflect.Descriptor instead.
 func (*ImportHeader) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ImportHeader) GetSpec() *ImportSpec {
@@ -3060,9 +3145,18 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12+\n" +
-	"\x11include_endpoints\x18\x04 \x01(\bR\x10includeEndpoints\"W\n" +
+	"\x11include_endpoints\x18\x04 \x01(\bR\x10includeEndpoints\"\xa7\x01\n" +
 	"\x13ListExportsResponse\x12@\n" +
-	"\aexports\x18\x01 \x03(\v2&.globaldiscoverymcs.registry.v1.ExportR\aexports\"\xe0\x05\n" +
+	"\aexports\x18\x01 \x03(\v2&.globaldiscoverymcs.registry.v1.ExportR\aexports\x12N\n" +
+	"\n" +
+	"unreadable\x18\x02 \x03(\v2..globaldiscoverymcs.registry.v1.UnreadableItemR\n" +
+	"unreadable\"\x9f\x01\n" +
+	"\x0eUnreadableItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12D\n" +
+	"\aservice\x18\x03 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe0\x05\n" +
 	"\n" +
 	"ImportSpec\x12A\n" +
 	"\x05ports\x18\x01 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\x05ports\x12?\n" +
@@ -3183,7 +3277,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(LeaseState)(0),                 // 0: globaldiscoverymcs.registry.v1.LeaseState
 	(ErrorReason)(0),                // 1: globaldiscoverymcs.registry.v1.ErrorReason
@@ -3219,38 +3313,39 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(*SyncExportsResponse)(nil),     // 31: globaldiscoverymcs.registry.v1.SyncExportsResponse
 	(*ListExportsRequest)(nil),      // 32: globaldiscoverymcs.registry.v1.ListExportsRequest
 	(*ListExportsResponse)(nil),     // 33: globaldiscoverymcs.registry.v1.ListExportsResponse
-	(*ImportSpec)(nil),              // 34: globaldiscoverymcs.registry.v1.ImportSpec
-	(*ImportCluster)(nil),           // 35: globaldiscoverymcs.registry.v1.ImportCluster
-	(*ServiceImport)(nil),           // 36: globaldiscoverymcs.registry.v1.ServiceImport
-	(*ListImportsRequest)(nil),      // 37: globaldiscoverymcs.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),     // 38: globaldiscoverymcs.registry.v1.ListImportsResponse
-	(*WatchImportsRequest)(nil),     // 39: globaldiscoverymcs.registry.v1.WatchImportsRequest
-	(*WatchImportsResponse)(nil),    // 40: globaldiscoverymcs.registry.v1.WatchImportsResponse
-	(*ImportDelta)(nil),             // 41: globaldiscoverymcs.registry.v1.ImportDelta
-	(*ImportHeader)(nil),            // 42: globaldiscoverymcs.registry.v1.ImportHeader
-	nil,                             // 43: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	nil,                             // 44: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	nil,                             // 45: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	nil,                             // 46: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	(*durationpb.Duration)(nil),     // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 48: google.protobuf.Timestamp
+	(*UnreadableItem)(nil),          // 34: globaldiscoverymcs.registry.v1.UnreadableItem
+	(*ImportSpec)(nil),              // 35: globaldiscoverymcs.registry.v1.ImportSpec
+	(*ImportCluster)(nil),           // 36: globaldiscoverymcs.registry.v1.ImportCluster
+	(*ServiceImport)(nil),           // 37: globaldiscoverymcs.registry.v1.ServiceImport
+	(*ListImportsRequest)(nil),      // 38: globaldiscoverymcs.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),     // 39: globaldiscoverymcs.registry.v1.ListImportsResponse
+	(*WatchImportsRequest)(nil),     // 40: globaldiscoverymcs.registry.v1.WatchImportsRequest
+	(*WatchImportsResponse)(nil),    // 41: globaldiscoverymcs.registry.v1.WatchImportsResponse
+	(*ImportDelta)(nil),             // 42: globaldiscoverymcs.registry.v1.ImportDelta
+	(*ImportHeader)(nil),            // 43: globaldiscoverymcs.registry.v1.ImportHeader
+	nil,                             // 44: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	nil,                             // 45: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	nil,                             // 46: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	nil,                             // 47: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	(*durationpb.Duration)(nil),     // 48: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 49: google.protobuf.Timestamp
 }
 var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: globaldiscoverymcs.registry.v1.Lease.state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	47, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
-	48, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	48, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	48, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
+	49, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	49, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
-	48, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
-	47, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
+	49, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
+	48, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
 	5,  // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	5,  // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	5,  // 9: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
 	14, // 10: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	2,  // 11: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
 	15, // 12: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	43, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	44, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	44, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	45, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
 	18, // 15: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
 	20, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
 	19, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
@@ -3260,8 +3355,8 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	16, // 21: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	17, // 22: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
 	21, // 23: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	48, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	48, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	49, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	49, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
 	16, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	17, // 27: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
 	21, // 28: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
@@ -3276,55 +3371,57 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	22, // 37: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
 	30, // 38: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
 	23, // 39: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
-	14, // 40: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	2,  // 41: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	15, // 42: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	45, // 43: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	46, // 44: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	48, // 45: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
-	3,  // 46: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	21, // 47: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	14, // 48: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	14, // 49: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	48, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
-	16, // 51: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	34, // 52: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	35, // 53: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	3,  // 54: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	36, // 55: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	36, // 56: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	16, // 57: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	41, // 58: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
-	16, // 59: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	42, // 60: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
-	35, // 61: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	34, // 62: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	3,  // 63: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	6,  // 64: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 65: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 66: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	12, // 67: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	24, // 68: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	26, // 69: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	29, // 70: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	32, // 71: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	37, // 72: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	39, // 73: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 74: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 75: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 76: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	13, // 77: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	25, // 78: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	27, // 79: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	31, // 80: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	33, // 81: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	38, // 82: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	40, // 83: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	74, // [74:84] is the sub-list for method output_type
-	64, // [64:74] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	34, // 40: globaldiscoverymcs.registry.v1.ListExportsResponse.unreadable:type_name -> globaldiscoverymcs.registry.v1.UnreadableItem
+	16, // 41: globaldiscoverymcs.registry.v1.UnreadableItem.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	14, // 42: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 43: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	15, // 44: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	46, // 45: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	47, // 46: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	49, // 47: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	3,  // 48: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	21, // 49: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	14, // 50: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	14, // 51: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	49, // 52: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
+	16, // 53: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	35, // 54: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	36, // 55: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	3,  // 56: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	37, // 57: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	37, // 58: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	16, // 59: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	42, // 60: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
+	16, // 61: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	43, // 62: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
+	36, // 63: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	35, // 64: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	3,  // 65: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	6,  // 66: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 67: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 68: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	12, // 69: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	24, // 70: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	26, // 71: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	29, // 72: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	32, // 73: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	38, // 74: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	40, // 75: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 76: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 77: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	13, // 79: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	25, // 80: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	27, // 81: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	31, // 82: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	33, // 83: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	39, // 84: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	41, // 85: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	76, // [76:86] is the sub-list for method output_type
+	66, // [66:76] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
@@ -3339,7 +3436,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc), len(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -317,10 +317,12 @@ class ListExportsRequest(_message.Message):
     def __init__(self, clusterset: _Optional[str] = ..., cluster_id: _Optional[str] = ..., namespace: _Optional[str] = ..., include_endpoints: bool = ...) -> None: ...
 
 class ListExportsResponse(_message.Message):
-    __slots__ = ["exports"]
+    __slots__ = ["exports", "unreadable"]
     EXPORTS_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
     exports: _containers.RepeatedCompositeFieldContainer[Export]
-    def __init__(self, exports: _Optional[_Iterable[_Union[Export, _Mapping]]] = ...) -> None: ...
+    unreadable: _containers.RepeatedCompositeFieldContainer[UnreadableItem]
+    def __init__(self, exports: _Optional[_Iterable[_Union[Export, _Mapping]]] = ..., unreadable: _Optional[_Iterable[_Union[UnreadableItem, _Mapping]]] = ...) -> None: ...
 
 class ListImportsRequest(_message.Message):
     __slots__ = ["clusterset", "include_endpoints", "namespace"]
@@ -453,6 +455,18 @@ class SyncExportsResponse(_message.Message):
     deleted_exports: int
     results: _containers.RepeatedCompositeFieldContainer[ExportResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ExportResult, _Mapping]]] = ..., deleted_exports: _Optional[int] = ...) -> None: ...
+
+class UnreadableItem(_message.Message):
+    __slots__ = ["cluster_id", "key", "reason", "service"]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    key: str
+    reason: str
+    service: ServiceKey
+    def __init__(self, key: _Optional[str] = ..., cluster_id: _Optional[str] = ..., service: _Optional[_Union[ServiceKey, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class WatchImportsRequest(_message.Message):
     __slots__ = ["cluster_deltas", "clusterset", "include_endpoints", "namespace", "resume_epoch", "resume_revision", "snapshot_page_size"]
