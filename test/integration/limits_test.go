@@ -162,3 +162,68 @@ func TestSyncCostFollowsCaller(t *testing.T) {
 		t.Fatalf("one cluster's sync of %d exports merged %v imports; want at most %d (its own Services)", services, merges, 2*services)
 	}
 }
+
+// TestBytesPerCluster: --max-bytes-per-cluster bounds what one cluster stores in bytes
+// (within the count quotas, 1,000 exports × 250 KiB of annotations once took 245 MiB): a
+// write past it is RESOURCE_EXHAUSTED naming the flag and changes nothing, another cluster
+// writes on; and a watch whose snapshot is larger than gRPC's default 4 MiB receive limit
+// (8 MB here), asking no pages, gets it in pages a default client accepts.
+func TestBytesPerCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory", "--max-bytes-per-cluster=4194304")
+	c := dial(t, reg.GRPCAddr) // gRPC's default limits: 4 MiB per received message
+	blob := strings.Repeat("x", 250_000)
+	put := func(cluster string, i int) error {
+		spec := relaySpec(80)
+		spec.ExportedAnnotations = map[string]string{"example.com/blob": blob}
+		_, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: cluster,
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: fmt.Sprintf("%s-blob%02d", cluster, i)}, Spec: spec})
+		return err
+	}
+	for _, cluster := range []string{"heavy", "other"} {
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: cluster}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 16 { // 16 × 250 kB: 4.0 MB, within 4 MiB
+			if err := put(cluster, i); err != nil {
+				t.Fatalf("%s's export %d within the budget: %v", cluster, i, err)
+			}
+		}
+	}
+	err := put("heavy", 16)
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-bytes-per-cluster") {
+		t.Fatalf("the write past the budget: %v; want RESOURCE_EXHAUSTED naming --max-bytes-per-cluster", err)
+	}
+	if n := metric(t, reg, `mcs_registry_limit_refusals_total{limit="bytes_per_cluster"}`); n != 1 {
+		t.Errorf("bytes_per_cluster refusals = %v, want 1", n)
+	}
+	list, err := c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod", ClusterId: "heavy"})
+	if err != nil || len(list.GetExports()) != 16 {
+		t.Fatalf("heavy's exports after the refusal: %d, %v; want 16", len(list.GetExports()), err)
+	}
+	// Replacing an export with one of the same size is no growth: allowed.
+	if err := put("heavy", 3); err != nil {
+		t.Fatalf("rewriting an export at the budget: %v", err)
+	}
+	w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, pages := 0, 0
+	for {
+		m, err := w.Recv()
+		if err != nil {
+			t.Fatalf("the snapshot, page %d, to a client with gRPC's default limits: %v", pages, err)
+		}
+		pages++
+		got += len(m.GetUpserts())
+		if !m.GetSnapshotContinues() {
+			break
+		}
+	}
+	if got != 32 || pages < 2 {
+		t.Fatalf("snapshot: %d imports in %d messages; want 32 in several", got, pages)
+	}
+	t.Logf("an 8 MB snapshot came in %d messages", pages)
+}

@@ -46,6 +46,7 @@ func run(args []string) int {
 	admins := fs.String("admin-identities", "", "Comma-separated URI SANs with admin rights besides spiffe://<trust-domain>/admin.")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 16<<20, "Largest request accepted, in bytes (1 MiB to 256 MiB).")
 	fs.IntVar(&cfg.MaxExportsPerCluster, "max-exports-per-cluster", app.DefaultMaxExportsPerCluster, "Most exports one cluster may hold; a write past it is refused with RESOURCE_EXHAUSTED.")
+	fs.IntVar(&cfg.MaxBytesPerCluster, "max-bytes-per-cluster", app.DefaultMaxBytesPerCluster, "Most bytes of specs and endpoints (as encoded) one cluster may hold in all its exports; a write past it is refused with RESOURCE_EXHAUSTED.")
 	fs.IntVar(&cfg.MaxEndpointsPerCluster, "max-endpoints-per-cluster", app.DefaultMaxEndpointsPerCluster, "Most endpoints one cluster may hold in all its exports; a write past it is refused with RESOURCE_EXHAUSTED.")
 	fs.IntVar(&cfg.MaxWatches, "max-watches", app.DefaultMaxWatches, "Most WatchImports streams open at once (gRPC and REST).")
 	fs.IntVar(&cfg.MaxWatchesPerClient, "max-watches-per-client", app.DefaultMaxWatchesPerClient, "Most WatchImports streams open at once by one client: its certificate identity with --client-ca-file, else its IP address.")

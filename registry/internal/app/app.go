@@ -30,11 +30,14 @@ import (
 const (
 	DefaultMaxExportsPerCluster   = 1000
 	DefaultMaxEndpointsPerCluster = 50000
-	DefaultMaxWatches             = 10000
-	DefaultMaxWatchesPerClient    = 16
-	DefaultSendTimeout            = 30 * time.Second
-	DefaultIdleTimeout            = 5 * time.Minute
-	DefaultMaxConnections         = 10000
+	// DefaultMaxBytesPerCluster holds 50,000 endpoints of ~1 KiB each (hostnames, zones,
+	// target references) with room for specs and annotations.
+	DefaultMaxBytesPerCluster  = 64 << 20
+	DefaultMaxWatches          = 10000
+	DefaultMaxWatchesPerClient = 16
+	DefaultSendTimeout         = 30 * time.Second
+	DefaultIdleTimeout         = 5 * time.Minute
+	DefaultMaxConnections      = 10000
 )
 
 // Run serves until ctx ends, then shuts down gracefully: build, serve, shut down.

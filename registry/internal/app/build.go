@@ -95,7 +95,7 @@ func (p *process) buildGRPC() {
 		clientOf = p.az.IdentityOf
 	}
 	p.svc = server.New(server.Options{Store: p.store, Cache: p.cache, Logger: p.log, Draining: p.draining, Refused: p.m.refused,
-		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster},
+		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster, MaxBytesPerCluster: cfg.MaxBytesPerCluster},
 		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: clientOf},
 	})
 	decoding := server.NewDecoding()

@@ -27,6 +27,7 @@ type Config struct {
 	// Limits on what one client can make the registry hold or do (docs/security.md).
 	MaxExportsPerCluster   int
 	MaxEndpointsPerCluster int
+	MaxBytesPerCluster     int
 	MaxWatches             int
 	MaxWatchesPerClient    int
 	SendTimeout            time.Duration
@@ -63,6 +64,7 @@ func (c Config) Validate() error {
 		v    int
 	}{
 		{"--max-exports-per-cluster", c.MaxExportsPerCluster}, {"--max-endpoints-per-cluster", c.MaxEndpointsPerCluster},
+		{"--max-bytes-per-cluster", c.MaxBytesPerCluster},
 		{"--max-watches", c.MaxWatches}, {"--max-watches-per-client", c.MaxWatchesPerClient}, {"--max-connections", c.MaxConnections},
 	} {
 		if l.v < 1 {

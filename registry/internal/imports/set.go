@@ -35,7 +35,7 @@ type set struct {
 	exports  map[store.ServiceKey][]store.Export
 	// byCluster indexes exports by cluster: the endpoint count of each of its exports, so
 	// what one cluster holds is found without walking the clusterset.
-	byCluster map[string]map[store.ServiceKey]int
+	byCluster map[string]map[store.ServiceKey]held
 	imports   map[store.ServiceKey]*registryv1.ServiceImport
 	revision  int64
 	log       []logEntry
@@ -89,7 +89,7 @@ func (s *set) reload(ctx context.Context) error {
 		touched[k] = true
 	}
 	s.exports = map[store.ServiceKey][]store.Export{}
-	s.byCluster = map[string]map[store.ServiceKey]int{}
+	s.byCluster = map[string]map[store.ServiceKey]held{}
 	for k, exports := range bySvc {
 		s.setExportsLocked(k, exports)
 	}
@@ -216,10 +216,10 @@ func (s *set) setExportsLocked(k store.ServiceKey, exports []store.Export) {
 	for _, e := range exports {
 		m := s.byCluster[e.ClusterID]
 		if m == nil {
-			m = map[store.ServiceKey]int{}
+			m = map[store.ServiceKey]held{}
 			s.byCluster[e.ClusterID] = m
 		}
-		m[k] = validate.EndpointCount(e.EndpointGroups)
+		m[k] = held{endpoints: validate.EndpointCount(e.EndpointGroups), bytes: ExportBytes(e.Spec, e.EndpointGroups)}
 	}
 }
 

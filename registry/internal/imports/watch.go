@@ -3,6 +3,7 @@ package imports
 import (
 	"context"
 	"errors"
+	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
@@ -22,7 +23,7 @@ type Watcher struct {
 	// cursor is the revision the watcher has been sent; -1 until its first snapshot.
 	cursor int64
 	gone   bool
-	// pageSize splits snapshots into pages of this many imports; 0: one message.
+	// pageSize splits snapshots into pages of this many imports; 0: by size alone.
 	pageSize int
 	// paging is the snapshot being sent in pages: the imports not yet sent, at revision
 	// pagingRev; the cursor moves there once the last page is out.
@@ -107,16 +108,8 @@ func (w *Watcher) Next(ctx context.Context) (*Message, error) {
 			return resp, nil
 		}
 		if w.cursor < 0 || !s.resumableLocked(w.cursor) {
-			var resp *Message
-			if w.pageSize > 0 {
-				w.paging, w.pagingRev, w.pageNo = s.listLocked(w.filter), s.revision, 0
-				resp = w.nextPageLocked()
-			} else {
-				resp = s.shared.getLocked(messageKey{from: -1, to: s.revision, filter: w.filter}, func() *registryv1.WatchImportsResponse {
-					return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: s.revision, Snapshot: true, Upserts: s.listLocked(w.filter)}
-				})
-				w.cursor = s.revision
-			}
+			w.paging, w.pagingRev, w.pageNo = s.listLocked(w.filter), s.revision, 0
+			resp := w.nextPageLocked()
 			s.mu.Unlock()
 			if f := s.cache.obs.Snapshot; f != nil {
 				f()
@@ -183,11 +176,28 @@ func (w *Watcher) deltaLocked() *registryv1.WatchImportsResponse {
 	return resp
 }
 
-// nextPageLocked returns the next page of the snapshot being sent. Watchers at the same
-// revision with the same filter and page size share the pages.
+// MaxPageBytes bounds the imports of one snapshot message (an import larger than it goes
+// alone): well under the 4 MiB every generated gRPC client accepts by default.
+const MaxPageBytes = 2 << 20
+
+// nextPageLocked returns the next page of the snapshot being sent: at most pageSize imports
+// (0: any number) and MaxPageBytes. Watchers at the same revision with the same filter and
+// page size share the pages (the cut is the same for all of them).
 func (w *Watcher) nextPageLocked() *Message {
 	s := w.set
-	n := min(w.pageSize, len(w.paging))
+	limit := w.pageSize
+	if limit == 0 {
+		limit = len(w.paging)
+	}
+	n, size := 0, 0
+	for n < len(w.paging) && n < limit {
+		sz := proto.Size(w.paging[n])
+		if n > 0 && size+sz > MaxPageBytes {
+			break
+		}
+		size += sz
+		n++
+	}
 	page, rest := w.paging[:n], w.paging[n:]
 	k := messageKey{from: -1, to: w.pagingRev, filter: w.filter, pageSize: w.pageSize, page: w.pageNo}
 	msg := s.shared.getLocked(k, func() *registryv1.WatchImportsResponse {

@@ -48,6 +48,7 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	}
 	u.Exports++
 	u.Endpoints += validate.EndpointCount(req.GetEndpointGroups())
+	u.Bytes += imports.ExportBytes(req.GetSpec(), req.GetEndpointGroups())
 	if err := s.overQuota(key, u); err != nil {
 		return nil, err
 	}
@@ -142,6 +143,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	u := imports.Usage{Exports: len(req.GetExports())}
 	for _, x := range req.GetExports() {
 		u.Endpoints += validate.EndpointCount(x.GetEndpointGroups())
+		u.Bytes += imports.ExportBytes(x.GetSpec(), x.GetEndpointGroups())
 	}
 	if err := s.overQuota(key, u); err != nil {
 		return nil, err

@@ -19,12 +19,15 @@ type Limits struct {
 	MaxExportsPerCluster int
 	// MaxEndpointsPerCluster is --max-endpoints-per-cluster.
 	MaxEndpointsPerCluster int
+	// MaxBytesPerCluster is --max-bytes-per-cluster.
+	MaxBytesPerCluster int
 }
 
 // Names of the limits, as the refusal metric labels them.
 const (
 	LimitExportsPerCluster   = "exports_per_cluster"
 	LimitEndpointsPerCluster = "endpoints_per_cluster"
+	LimitBytesPerCluster     = "bytes_per_cluster"
 )
 
 // overQuota returns a RESOURCE_EXHAUSTED status when a cluster holding u would exceed a limit.
@@ -38,6 +41,11 @@ func (s *Server) overQuota(key store.ClusterKey, u imports.Usage) error {
 		s.refused(LimitEndpointsPerCluster)
 		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d endpoints in all its exports, at most %d per cluster (--max-endpoints-per-cluster); nothing was changed",
 			key.Clusterset, key.ClusterID, u.Endpoints, l))
+	}
+	if l := s.limits.MaxBytesPerCluster; l > 0 && u.Bytes > l {
+		s.refused(LimitBytesPerCluster)
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d bytes of specs and endpoints in all its exports, at most %d per cluster (--max-bytes-per-cluster); nothing was changed",
+			key.Clusterset, key.ClusterID, u.Bytes, l))
 	}
 	return nil
 }

@@ -2646,8 +2646,10 @@ type WatchImportsRequest struct {
 	// import changed, and the header only when it changed) instead of the whole import in
 	// upserts. Snapshots still carry whole imports in upserts.
 	ClusterDeltas bool `protobuf:"varint,6,opt,name=cluster_deltas,json=clusterDeltas,proto3" json:"cluster_deltas,omitempty"`
-	// Split a snapshot into responses of at most this many imports (at most 10000); 0: one
-	// response. See WatchImportsResponse.snapshot_continues.
+	// Split a snapshot into responses of at most this many imports (at most 10000). Whatever
+	// it is (0 included), a snapshot is also split so that no response holds more than 2 MiB
+	// of imports (an import larger than that goes alone), within the 4 MiB every gRPC client
+	// accepts by default. See WatchImportsResponse.snapshot_continues.
 	SnapshotPageSize int32 `protobuf:"varint,7,opt,name=snapshot_page_size,json=snapshotPageSize,proto3" json:"snapshot_page_size,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -2747,7 +2749,7 @@ type WatchImportsResponse struct {
 	// With cluster_deltas: the imports created or changed, each as what changed since the
 	// previous response.
 	Deltas []*ImportDelta `protobuf:"bytes,6,rep,name=deltas,proto3" json:"deltas,omitempty"`
-	// With snapshot_page_size: more pages of this snapshot follow. The first page has
+	// More pages of this snapshot follow (see snapshot_page_size). The first page has
 	// snapshot set; the pages after it (same epoch and revision) add their upserts. The
 	// receiver has the whole snapshot, and may resume from its revision, only once a page
 	// without snapshot_continues arrives; a stream that ends before that resumes from the

@@ -1281,8 +1281,10 @@ export type WatchImportsRequest = Message<"globaldiscoverymcs.registry.v1.WatchI
   clusterDeltas: boolean;
 
   /**
-   * Split a snapshot into responses of at most this many imports (at most 10000); 0: one
-   * response. See WatchImportsResponse.snapshot_continues.
+   * Split a snapshot into responses of at most this many imports (at most 10000). Whatever
+   * it is (0 included), a snapshot is also split so that no response holds more than 2 MiB
+   * of imports (an import larger than that goes alone), within the 4 MiB every gRPC client
+   * accepts by default. See WatchImportsResponse.snapshot_continues.
    *
    * @generated from field: int32 snapshot_page_size = 7;
    */
@@ -1344,7 +1346,7 @@ export type WatchImportsResponse = Message<"globaldiscoverymcs.registry.v1.Watch
   deltas: ImportDelta[];
 
   /**
-   * With snapshot_page_size: more pages of this snapshot follow. The first page has
+   * More pages of this snapshot follow (see snapshot_page_size). The first page has
    * snapshot set; the pages after it (same epoch and revision) add their upserts. The
    * receiver has the whole snapshot, and may resume from its revision, only once a page
    * without snapshot_continues arrives; a stream that ends before that resumes from the
