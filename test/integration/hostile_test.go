@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -360,4 +361,50 @@ func TestRESTErrorsNameTheField(t *testing.T) {
 		}
 	}
 	by.check(t, ctx, c, "after-bad-rest")
+}
+
+// TestDecodeCostOfOneRequest: ten 10 MB requests of empty endpoints (two bytes each on the
+// wire, hundreds decoded) are refused with RESOURCE_EXHAUSTED before they are decoded: the
+// registry's RSS grows by less than 10× one request, and a bystander goes on. One such
+// request once took 416 MiB.
+func TestDecodeCostOfOneRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	c := dial(t, reg.GRPCAddr)
+	by := startBystander(t, ctx, c)
+	conn, err := grpc.NewClient(reg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// SyncExportsRequest{clusterset: "prod", exports: [{endpoint_groups: [{endpoints: [{}, {}, …]}]}, …]}
+	var req []byte
+	req = protowire.AppendTag(req, 1, protowire.BytesType)
+	req = protowire.AppendString(req, "prod")
+	for len(req) < 10<<20 {
+		var group []byte
+		for range 10000 {
+			group = protowire.AppendTag(group, 3, protowire.BytesType)
+			group = protowire.AppendVarint(group, 0)
+		}
+		export := protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), group)
+		req = protowire.AppendTag(req, 3, protowire.BytesType)
+		req = protowire.AppendBytes(req, export)
+	}
+	base := rssMiB(reg.Pid())
+	for i := range 10 {
+		var out emptypb.Empty
+		err := conn.Invoke(ctx, "/globaldiscoverymcs.registry.v1.RegistryService/SyncExports", rawMessage(req), &out, grpc.ForceCodecV2(rawCodec{}))
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "would allocate more than") {
+			t.Fatalf("request %d: %s %q; want RESOURCE_EXHAUSTED before decoding", i, st.Code(), st.Message())
+		}
+	}
+	grown := rssMiB(reg.Pid()) - base
+	t.Logf("registry RSS grew by %.0f MiB for ten %d-byte requests", grown, len(req))
+	if grown > 10*float64(len(req))/(1<<20) {
+		t.Errorf("RSS grew by %.0f MiB; want less than 10× one request (%.0f MiB)", grown, 10*float64(len(req))/(1<<20))
+	}
+	by.check(t, ctx, c, "after-costly-requests")
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -52,5 +54,29 @@ func TestBadField(t *testing.T) {
 		if got := badField(opts, tc.md, []byte(tc.doc), 0); got != tc.want {
 			t.Errorf("%s: badField = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestJSONCost: a body of millions of empty objects is refused before it is decoded; a body
+// of 50,000 honest endpoints (the default per-cluster quota) is not.
+func TestJSONCost(t *testing.T) {
+	tiny := `{"exports":[{"endpointGroups":[{"endpoints":[` + strings.TrimSuffix(strings.Repeat(`{},`, 3_000_000), ",") + `]}]}]}`
+	if err := checkJSONCost([]byte(tiny)); err == nil || !strings.Contains(err.Error(), "would allocate more than") {
+		t.Errorf("%d bytes of empty endpoints: %v; want refused", len(tiny), err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"exports":[{"service":{"namespace":"dynamo","name":"x"},"endpointGroups":[{"addressType":"IPv4","endpoints":[`)
+	for i := range 50000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"addresses":["10.0.%d.%d"],"conditions":{"ready":true},"hostname":"pod-%d","zone":"a"}`, i>>8&255, i&255, i)
+	}
+	b.WriteString(`]}]}]}`)
+	if err := checkJSONCost([]byte(b.String())); err != nil {
+		t.Errorf("an honest body of 50,000 endpoints: %v", err)
+	}
+	if err := checkJSONCost([]byte(`{"s":"{{{{{{{{{{,,,,,,"}`)); err != nil {
+		t.Errorf("braces inside a string: %v", err)
 	}
 }

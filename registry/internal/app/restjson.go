@@ -51,6 +51,9 @@ func (c *compactJSON) NewDecoder(r io.Reader) runtime.Decoder {
 		if len(bytes.TrimSpace(b)) == 0 {
 			return io.EOF
 		}
+		if err := checkJSONCost(b); err != nil {
+			return err
+		}
 		if err := c.UnmarshalOptions.Unmarshal(b, m); err != nil {
 			if path := badField(c.UnmarshalOptions, m.ProtoReflect().Descriptor(), b, 0); path != "" {
 				return fmt.Errorf("field %s: %w", path, err)
@@ -59,6 +62,49 @@ func (c *compactJSON) NewDecoder(r io.Reader) runtime.Decoder {
 		}
 		return nil
 	})
+}
+
+// As the gRPC server does for protobuf (server.checkDecodeCost), a JSON body is refused
+// before it is decoded when decoding would allocate more than jsonDecodeFactor times its
+// size plus jsonDecodeAllowance: each object becomes a Go struct of up to a few hundred
+// bytes (jsonObjectCost), each array element or member a slot (jsonElementCost). A body of
+// a million `{}` would otherwise cost hundreds of MiB in the gateway.
+const (
+	jsonDecodeFactor    = 10
+	jsonDecodeAllowance = 16 << 20
+	jsonObjectCost      = 320
+	jsonElementCost     = 32
+)
+
+// checkJSONCost scans a JSON body once, counting objects and elements outside strings.
+func checkJSONCost(doc []byte) error {
+	budget := jsonDecodeFactor*len(doc) + jsonDecodeAllowance
+	cost := 0
+	inString, escaped := false, false
+	for _, c := range doc {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{':
+			cost += jsonObjectCost
+		case c == ',':
+			cost += jsonElementCost
+		}
+	}
+	if cost > budget {
+		return fmt.Errorf("decoding the %d-byte body would allocate more than %d bytes (%d× its size + %d MiB); it holds too many small elements: send fewer endpoints or exports per request",
+			len(doc), budget, jsonDecodeFactor, jsonDecodeAllowance>>20)
+	}
+	return nil
 }
 
 // maxFieldDepth bounds how deep badField looks into nested messages.

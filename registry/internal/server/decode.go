@@ -52,6 +52,17 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 func (c codec) Name() string { return c.d.base.Name() }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(proto.Message); ok && ours(v) {
+		// Counted before decoding: a request of many tiny elements is refused for what it
+		// would cost, not after it cost it.
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		err := checkDecodeCost(m.ProtoReflect().Descriptor(), buf.ReadOnlyData())
+		buf.Free()
+		if err != nil {
+			c.d.bad.Store(v, err)
+			return nil
+		}
+	}
 	err := c.d.base.Unmarshal(data, v)
 	if err != nil && ours(v) {
 		c.d.bad.Store(v, err)
@@ -68,6 +79,9 @@ func ours(v any) bool {
 
 func (d *Decoding) check(v any, err error) error {
 	if bad, ok := d.bad.LoadAndDelete(v); ok {
+		if _, isStatus := status.FromError(bad.(error)); isStatus {
+			return bad.(error)
+		}
 		return status.Errorf(codes.InvalidArgument, "the request is not a valid protobuf message: %v", bad)
 	}
 	return err
