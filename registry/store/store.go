@@ -7,7 +7,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 )
@@ -21,7 +24,77 @@ var (
 	// ErrSuperseded: a later write or delete of the same export applied first; this write
 	// did not apply.
 	ErrSuperseded = errors.New("superseded by a later write of the same cluster")
+	// ErrQuotaExceeded: the write would take its cluster past its Quota; it did not apply.
+	// The error is a *QuotaError.
+	ErrQuotaExceeded = errors.New("over the cluster's quota")
 )
+
+// Usage is what a cluster holds in all its exports, or what one export weighs.
+type Usage struct {
+	Exports   int
+	Endpoints int
+	// Bytes is the exports' specs and endpoints as encoded in protobuf.
+	Bytes int
+}
+
+// Add returns u plus v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{Exports: u.Exports + v.Exports, Endpoints: u.Endpoints + v.Endpoints, Bytes: u.Bytes + v.Bytes}
+}
+
+// Sub returns u minus v.
+func (u Usage) Sub(v Usage) Usage {
+	return Usage{Exports: u.Exports - v.Exports, Endpoints: u.Endpoints - v.Endpoints, Bytes: u.Bytes - v.Bytes}
+}
+
+// Weight is what one export counts against its cluster's quota.
+func Weight(spec *registryv1.ExportSpec, groups []*registryv1.EndpointGroup) Usage {
+	u := Usage{Exports: 1, Bytes: proto.Size(spec)}
+	for _, g := range groups {
+		u.Endpoints += len(g.GetEndpoints())
+		u.Bytes += proto.Size(g)
+	}
+	return u
+}
+
+// Quota bounds what one cluster may hold; a zero field bounds nothing. A store enforces it
+// in the write itself, so that replicas sharing the store never let a cluster past it
+// together.
+type Quota Usage
+
+// Names of the quotas, as QuotaError.Limit says them.
+const (
+	QuotaExports   = "exports"
+	QuotaEndpoints = "endpoints"
+	QuotaBytes     = "bytes"
+)
+
+// Check returns a *QuotaError when a cluster holding u would be past a quota.
+func (q Quota) Check(key ClusterKey, u Usage) error {
+	for _, c := range []struct {
+		name      string
+		used, max int
+	}{{QuotaExports, u.Exports, q.Exports}, {QuotaEndpoints, u.Endpoints, q.Endpoints}, {QuotaBytes, u.Bytes, q.Bytes}} {
+		if c.max > 0 && c.used > c.max {
+			return &QuotaError{Cluster: key, Limit: c.name, Used: c.used, Max: c.max}
+		}
+	}
+	return nil
+}
+
+// QuotaError is a write refused for a quota: the cluster would hold Used of Limit, at most Max.
+type QuotaError struct {
+	Cluster   ClusterKey
+	Limit     string
+	Used, Max int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("cluster %s/%s would hold %d %s, at most %d: %v", e.Cluster.Clusterset, e.Cluster.ClusterID, e.Used, e.Limit, e.Max, ErrQuotaExceeded)
+}
+
+// Unwrap makes errors.Is(err, ErrQuotaExceeded) true.
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 
 // ClusterKey names a cluster.
 type ClusterKey struct {
@@ -156,7 +229,8 @@ type Store interface {
 	// were removed. ErrClusterNotFound when it is not registered.
 	DeleteCluster(ctx context.Context, key ClusterKey) (int, error)
 
-	// PutExport creates or replaces an export; CreateTime of an existing export is kept,
+	// PutExport creates or replaces an export (a *QuotaError when the cluster would pass
+	// the store's Quota); CreateTime of an existing export is kept,
 	// and e.CreateTime is used only for a new one. ErrClusterNotFound when the exporting
 	// cluster is not registered. A write whose ctx ended is either applied before the end
 	// or never: it never applies after a later write or delete of the same export
@@ -164,8 +238,9 @@ type Store interface {
 	PutExport(ctx context.Context, e Export) (Export, error)
 	// DeleteExport removes an export and reports whether it existed.
 	DeleteExport(ctx context.Context, key ClusterKey, svc ServiceKey) (bool, error)
-	// SyncExports makes exports the complete set of the cluster's exports: it writes each
-	// (as PutExport does) and deletes the cluster's other exports. It returns the stored
+	// SyncExports makes exports the complete set of the cluster's exports: it deletes the
+	// cluster's other exports and writes each (as PutExport does; those that shrink before
+	// those that grow, so a set within the Quota never passes it on the way). It returns the stored
 	// exports in the order given and the number deleted.
 	SyncExports(ctx context.Context, key ClusterKey, exports []Export) ([]Export, int, error)
 	// ListExports returns the exports of a clusterset, sorted by service, then cluster id.

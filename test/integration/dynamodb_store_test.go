@@ -26,3 +26,21 @@ func TestDynamoDBStoreConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestDynamoDBStoreQuotaConformance runs the quota suite with replicas as the registry has
+// them: several stores over one table on dynoxide, each checking the quota in its writes.
+// Before, each replica checked its own cache, and one cluster held 38 exports of 20.
+func TestDynamoDBStoreQuotaConformance(t *testing.T) {
+	d := harness.StartDynamoDB(t)
+	storetest.RunQuota(t, func(t *testing.T, q store.Quota, n int) []store.Store {
+		table := harness.TableName(t)
+		if _, err := dynamostore.CreateTable(context.Background(), d.Client(), table); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]store.Store, n)
+		for i := range out {
+			out[i] = dynamostore.New(dynamostore.Options{Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table, Quota: q})
+		}
+		return out
+	})
+}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -226,4 +229,82 @@ func TestBytesPerCluster(t *testing.T) {
 		t.Fatalf("snapshot: %d imports in %d messages; want 32 in several", got, pages)
 	}
 	t.Logf("an 8 MB snapshot came in %d messages", pages)
+}
+
+// TestQuotaAcrossReplicas: with two DynamoDB-store replicas over one table, a cluster's
+// writes through both at once, or alternating one at a time, never leave it more than
+// --max-exports-per-cluster (each replica once checked its own cache: 38 and 32 of 20);
+// the refusal names the flag. A table written before usage was kept (no usage item) is
+// counted on the next write.
+func TestQuotaAcrossReplicas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := harness.StartDynamoDB(t)
+	table := newTable(t, d)
+	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
+	start := func() registryv1.RegistryServiceClient {
+		reg := harness.StartRegistry(t, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint, "--max-exports-per-cluster=20")
+		return dial(t, reg.GRPCAddr)
+	}
+	replicas := []registryv1.RegistryServiceClient{start(), start()}
+	if _, err := replicas[0].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "a", LeaseDuration: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(c registryv1.RegistryServiceClient, name string) error {
+		_, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "a",
+			Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name}, Spec: relaySpec(80)})
+		return err
+	}
+	held := func() int {
+		list, err := replicas[1].ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod", ClusterId: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.GetExports())
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = put(replicas[i%2], fmt.Sprintf("c%02d", i))
+		}()
+	}
+	wg.Wait()
+	if n := held(); n > 20 {
+		t.Fatalf("40 concurrent writes through two replicas left %d exports; at most 20", n)
+	}
+	for i := 0; held() < 20; i++ {
+		if err := put(replicas[i%2], fmt.Sprintf("s%02d", i)); err != nil {
+			t.Fatalf("a write within the quota: %v", err)
+		}
+	}
+	for i := range 4 {
+		err := put(replicas[i%2], fmt.Sprintf("over%d", i))
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-exports-per-cluster") {
+			t.Fatalf("write %d past the quota through replica %d: %v; want RESOURCE_EXHAUSTED naming --max-exports-per-cluster", i, i%2, err)
+		}
+	}
+	// As a table written before usage was kept: the usage item removed.
+	if _, err := d.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: map[string]ddbtypes.AttributeValue{
+		"PK": &ddbtypes.AttributeValueMemberS{Value: "CS#prod"}, "SK": &ddbtypes.AttributeValueMemberS{Value: "USAGE#a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := replicas[0].ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod", ClusterId: "a"})
+	if err != nil || len(list.GetExports()) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	if r, err := replicas[0].DeleteExport(ctx, &registryv1.DeleteExportRequest{Clusterset: "prod", ClusterId: "a", Service: list.GetExports()[0].GetService()}); err != nil || !r.GetDeleted() {
+		t.Fatalf("delete one export: %v %v", r, err)
+	}
+	if err := put(replicas[1], "recounted"); err != nil {
+		t.Fatalf("a write after the usage was counted again: %v", err)
+	}
+	if err := put(replicas[0], "over-again"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a write past the quota after the usage was counted again: %v", err)
+	}
+	if n := held(); n != 20 {
+		t.Fatalf("cluster a holds %d exports, want 20", n)
+	}
 }

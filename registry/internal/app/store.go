@@ -25,8 +25,10 @@ import (
 // default AWS chain, its region from --region or AWS_REGION, and its endpoint from
 // --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
 func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc) (store.Store, error) {
+	// The per-cluster quotas, enforced by the store in each write across every replica.
+	quota := store.Quota{Exports: cfg.MaxExportsPerCluster, Endpoints: cfg.MaxEndpointsPerCluster, Bytes: cfg.MaxBytesPerCluster}
 	if cfg.Store == "memory" {
-		return memory.New(), nil
+		return memory.New(memory.WithQuota(quota)), nil
 	}
 	var opts []func(*awsconfig.LoadOptions) error
 	if cfg.Region != "" {
@@ -49,7 +51,7 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem})
+	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem, Quota: quota})
 	if err := st.Ping(pctx); err != nil {
 		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/merge"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -33,9 +32,9 @@ type set struct {
 	clusters map[string]store.Cluster
 	active   map[string]bool // the lease state each import was last computed with
 	exports  map[store.ServiceKey][]store.Export
-	// byCluster indexes exports by cluster: the endpoint count of each of its exports, so
-	// what one cluster holds is found without walking the clusterset.
-	byCluster map[string]map[store.ServiceKey]held
+	// byCluster indexes exports by cluster, so what one cluster exports is found without
+	// walking the clusterset.
+	byCluster map[string]map[store.ServiceKey]struct{}
 	imports   map[store.ServiceKey]*registryv1.ServiceImport
 	revision  int64
 	log       []logEntry
@@ -89,7 +88,7 @@ func (s *set) reload(ctx context.Context) error {
 		touched[k] = true
 	}
 	s.exports = map[store.ServiceKey][]store.Export{}
-	s.byCluster = map[string]map[store.ServiceKey]held{}
+	s.byCluster = map[string]map[store.ServiceKey]struct{}{}
 	for k, exports := range bySvc {
 		s.setExportsLocked(k, exports)
 	}
@@ -216,10 +215,10 @@ func (s *set) setExportsLocked(k store.ServiceKey, exports []store.Export) {
 	for _, e := range exports {
 		m := s.byCluster[e.ClusterID]
 		if m == nil {
-			m = map[store.ServiceKey]held{}
+			m = map[store.ServiceKey]struct{}{}
 			s.byCluster[e.ClusterID] = m
 		}
-		m[k] = held{endpoints: validate.EndpointCount(e.EndpointGroups), bytes: ExportBytes(e.Spec, e.EndpointGroups)}
+		m[k] = struct{}{}
 	}
 }
 

@@ -10,9 +10,8 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// TestClusterUsage: what a cluster holds follows its writes and deletes, and leaves out
-// the Services a write replaces.
-func TestClusterUsage(t *testing.T) {
+// TestServicesOf: the Services a cluster exports follow its writes and deletes.
+func TestServicesOf(t *testing.T) {
 	f := newFixture(t, 0)
 	f.register("a", time.Minute)
 	f.register("b", time.Minute)
@@ -20,30 +19,6 @@ func TestClusterUsage(t *testing.T) {
 	f.put("a", "two", 80)
 	f.put("b", "one", 80)
 	one := store.ServiceKey{Namespace: "dynamo", Name: "one"}
-	stored, err := f.st.ListServiceExports(f.ctx, "prod", one)
-	if err != nil || len(stored) != 2 {
-		t.Fatalf("the fixture's exports: %v %v", stored, err)
-	}
-	per := ExportBytes(stored[0].Spec, stored[0].EndpointGroups) // every export here is the same size
-	if per == 0 {
-		t.Fatal("an export weighs nothing")
-	}
-	for _, tc := range []struct {
-		cluster string
-		except  []store.ServiceKey
-		want    Usage
-	}{
-		{"a", nil, Usage{Exports: 2, Endpoints: 2, Bytes: 2 * per}},
-		{"a", []store.ServiceKey{one}, Usage{Exports: 1, Endpoints: 1, Bytes: per}},
-		{"b", nil, Usage{Exports: 1, Endpoints: 1, Bytes: per}},
-		{"b", []store.ServiceKey{{Namespace: "dynamo", Name: "absent"}}, Usage{Exports: 1, Endpoints: 1, Bytes: per}},
-		{"c", nil, Usage{}},
-	} {
-		got, err := f.cache.ClusterUsage(f.ctx, "prod", tc.cluster, tc.except...)
-		if err != nil || got != tc.want {
-			t.Errorf("ClusterUsage(%s, except %v) = %+v, %v; want %+v", tc.cluster, tc.except, got, err, tc.want)
-		}
-	}
 	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, one); err != nil {
 		t.Fatal(err)
 	}

@@ -3,58 +3,9 @@ package imports
 import (
 	"context"
 
-	"google.golang.org/protobuf/proto"
-
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
-
-// Usage is what one cluster holds in a clusterset: its exports, their endpoints and
-// their size.
-type Usage struct {
-	Exports   int
-	Endpoints int
-	// Bytes is the encoded size of the exports' specs and endpoints (ExportBytes).
-	Bytes int
-}
-
-// held is what the cache counts of one export for its cluster's usage.
-type held struct{ endpoints, bytes int }
-
-// ExportBytes is what an export weighs against --max-bytes-per-cluster: its spec and
-// endpoints as encoded (what the store holds and every watch with endpoints carries).
-func ExportBytes(spec *registryv1.ExportSpec, groups []*registryv1.EndpointGroup) int {
-	n := proto.Size(spec)
-	for _, g := range groups {
-		n += proto.Size(g)
-	}
-	return n
-}
-
-// ClusterUsage returns what a cluster holds, leaving out its exports of the Services in
-// except (the ones a write is about to replace).
-func (c *Cache) ClusterUsage(ctx context.Context, clusterset, clusterID string, except ...store.ServiceKey) (Usage, error) {
-	s, err := c.loaded(ctx, clusterset)
-	if err != nil {
-		return Usage{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.byCluster[clusterID]
-	u := Usage{Exports: len(m)}
-	for _, h := range m {
-		u.Endpoints += h.endpoints
-		u.Bytes += h.bytes
-	}
-	for _, k := range except {
-		if h, ok := m[k]; ok {
-			u.Exports--
-			u.Endpoints -= h.endpoints
-			u.Bytes -= h.bytes
-		}
-	}
-	return u, nil
-}
 
 // ServicesOf returns the Services a cluster exports, as the cache holds them.
 func (c *Cache) ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error) {

@@ -42,15 +42,10 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 		return nil, s.storeError("put export", err)
 	}
 	defer unlock()
-	u, err := s.cache.ClusterUsage(ctx, key.Clusterset, key.ClusterID, serviceKey(req.GetService()))
-	if err != nil {
-		return nil, s.storeError("read the cluster's exports", err)
-	}
-	u.Exports++
-	u.Endpoints += validate.EndpointCount(req.GetEndpointGroups())
-	u.Bytes += imports.ExportBytes(req.GetSpec(), req.GetEndpointGroups())
-	if err := s.overQuota(key, u); err != nil {
-		return nil, err
+	// The per-cluster quotas are checked by the store in the write itself, against what
+	// it holds of the cluster through every replica (this replica's cache may lag).
+	if err := s.overQuota(key, store.Weight(req.GetSpec(), req.GetEndpointGroups())); err != nil {
+		return nil, err // the export alone is past a quota
 	}
 	now := s.now()
 	e, err := s.store.PutExport(ctx, store.Export{
@@ -140,10 +135,11 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 		return nil, err
 	}
 	// The synced set replaces everything the cluster holds: the quota is the request's.
-	u := imports.Usage{Exports: len(req.GetExports())}
+	u := store.Usage{Exports: len(req.GetExports())}
 	for _, x := range req.GetExports() {
-		u.Endpoints += validate.EndpointCount(x.GetEndpointGroups())
-		u.Bytes += imports.ExportBytes(x.GetSpec(), x.GetEndpointGroups())
+		w := store.Weight(x.GetSpec(), x.GetEndpointGroups())
+		u.Endpoints += w.Endpoints
+		u.Bytes += w.Bytes
 	}
 	if err := s.overQuota(key, u); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -31,7 +30,7 @@ const (
 )
 
 // overQuota returns a RESOURCE_EXHAUSTED status when a cluster holding u would exceed a limit.
-func (s *Server) overQuota(key store.ClusterKey, u imports.Usage) error {
+func (s *Server) overQuota(key store.ClusterKey, u store.Usage) error {
 	if l := s.limits.MaxExportsPerCluster; l > 0 && u.Exports > l {
 		s.refused(LimitExportsPerCluster)
 		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d exports, at most %d per cluster (--max-exports-per-cluster); nothing was changed",
@@ -48,6 +47,18 @@ func (s *Server) overQuota(key store.ClusterKey, u imports.Usage) error {
 			key.Clusterset, key.ClusterID, u.Bytes, l))
 	}
 	return nil
+}
+
+// quotaNames maps a store quota to the refusal metric's limit name and the flag.
+func quotaNames(quota string) (limit, flag string) {
+	switch quota {
+	case store.QuotaExports:
+		return LimitExportsPerCluster, "--max-exports-per-cluster"
+	case store.QuotaEndpoints:
+		return LimitEndpointsPerCluster, "--max-endpoints-per-cluster"
+	default:
+		return LimitBytesPerCluster, "--max-bytes-per-cluster"
+	}
 }
 
 // clusterLocks serializes one cluster's export writes on this replica, so a quota is

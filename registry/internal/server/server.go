@@ -42,7 +42,6 @@ type Cache interface {
 	RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error
 	ApplyPut(clusterset string, e store.Export)
 	ApplySync(ctx context.Context, clusterset string, written []store.Export, gone []store.ServiceKey) error
-	ClusterUsage(ctx context.Context, clusterset, clusterID string, except ...store.ServiceKey) (imports.Usage, error)
 	ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error)
 	Import(ctx context.Context, clusterset string, k store.ServiceKey) (*registryv1.ServiceImport, error)
 	List(ctx context.Context, clusterset string, f imports.Filter) (imports.Snapshot, error)
@@ -111,6 +110,14 @@ func invalidRead(clusterset, clusterID, namespace string) error {
 // refused IAM permission, a missing table) is also logged, since the operator who can
 // fix it reads the registry's log, not the client's.
 func (s *Server) storeError(op string, err error) error {
+	var qe *store.QuotaError
+	if errors.As(err, &qe) {
+		// The store's own check, across every replica sharing it: this replica's cache did
+		// not yet hold another replica's writes.
+		limit, flag := quotaNames(qe.Limit)
+		s.refused(limit)
+		return status.Errorf(codes.ResourceExhausted, "%s: %v (%s, counted across every registry replica); nothing was changed", op, err, flag)
+	}
 	st := storeStatus(op, err)
 	if status.Code(st) == codes.Internal {
 		s.log.Error("the store refused a call; retrying will not help", "op", op, "error", err)

@@ -17,16 +17,18 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
 )
 
 // serve runs the service on an in-memory listener with the memory store, as the registry
-// wires it (the decoding codec included), and returns a client.
+// wires it (the decoding codec included, the store enforcing the limits' quotas), and
+// returns a client.
 func serve(t testing.TB, opts Options) registryv1.RegistryServiceClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st := memory.New()
+	st := memory.New(memory.WithQuota(store.Quota{Exports: opts.Limits.MaxExportsPerCluster, Endpoints: opts.Limits.MaxEndpointsPerCluster, Bytes: opts.Limits.MaxBytesPerCluster}))
 	cache := imports.New(imports.Options{Store: st})
 	go func() { _ = cache.Run(ctx) }()
 	opts.Store, opts.Cache = st, cache

@@ -165,10 +165,12 @@ func (st *Store) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, er
 		if e.ClusterID != k.ClusterID {
 			continue
 		}
-		if _, err := st.DeleteExport(ctx, k, e.Service); err != nil {
+		// The cluster item is gone, so no write of its exports applies any more; its usage
+		// item goes after them.
+		if _, err := st.deleteExportItem(ctx, k, e.Service, st.now().UnixMicro(), false); err != nil {
 			return deleted, err
 		}
 		deleted++
 	}
-	return deleted, nil
+	return deleted, st.deleteUsage(ctx, k)
 }

@@ -7,6 +7,7 @@
 //	SK "CLUSTER#<cluster>"                    region, leaseMs, registerMs, renewMs, fenceUs
 //	SK "EXPORT#<ns>/<name>#<cluster>"          spec, eps (inline endpoints) or gen+chunks, createMs, updateMs, writeUs
 //	SK "EPS#<ns>/<name>#<cluster>#<gen>#<i>"   one chunk of a large endpoint set
+//	SK "USAGE#<cluster>"                       uX, uE, uB: the cluster's exports, endpoints, bytes (usage.go)
 //
 // Every read-modify-write is a conditional write: a renewal or an export needs the cluster
 // item to exist, so nothing resurrects a deleted cluster; an export's createMs is written
@@ -61,6 +62,7 @@ type Store struct {
 	poll    time.Duration
 	badItem BadItemFunc
 	now     func() time.Time
+	quota   store.Quota
 }
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.
@@ -80,6 +82,8 @@ type Options struct {
 	// BadItem, when set, is told of every item skipped because it cannot be decoded (an
 	// item written by something else, or damaged): one bad item must not stop a replica.
 	BadItem BadItemFunc
+	// Quota bounds what each cluster may hold, across every replica sharing the table.
+	Quota store.Quota
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -95,7 +99,7 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now}
+	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota}
 }
 
 // Ping implements store.Store.

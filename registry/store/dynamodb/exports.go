@@ -89,10 +89,11 @@ func newGen() string {
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
 // then the export item in a transaction with a check that the cluster exists, then the
 // previous chunks are removed.
-// encoded is an export's spec and endpoints as stored, and their sum.
+// encoded is an export's spec and endpoints as stored, their sum and their weight.
 type encoded struct {
 	spec, eps []byte
 	sum       []byte
+	weight    store.Usage
 }
 
 func encodeExport(e store.Export) (encoded, error) {
@@ -108,22 +109,26 @@ func encodeExport(e store.Export) (encoded, error) {
 	_ = binary.Write(h, binary.BigEndian, uint64(len(spec)))
 	h.Write(spec)
 	h.Write(eps)
-	return encoded{spec: spec, eps: eps, sum: h.Sum(nil)}, nil
+	return encoded{spec: spec, eps: eps, sum: h.Sum(nil), weight: store.Weight(e.Spec, e.EndpointGroups)}, nil
 }
 
 // held is what the table holds of an export before a write: its chunks (to remove after
-// the write) and its create time.
+// the write), its create time, the write it holds (writeUs: the next write's condition) and
+// its weight (the usage the next write changes).
 type held struct {
-	gen    string
-	chunks int
-	create time.Time
+	gen     string
+	chunks  int
+	create  time.Time
+	writeUs int64
+	weight  store.Usage
 }
 
-func heldFrom(item map[string]types.AttributeValue) *held {
+func (st *Store) heldFrom(ctx context.Context, clusterset string, item map[string]types.AttributeValue) *held {
 	if item == nil {
 		return nil
 	}
-	return &held{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs"))}
+	return &held{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs")),
+		writeUs: getN(item, "writeUs"), weight: st.weightOf(ctx, clusterset, item)}
 }
 
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
@@ -154,17 +159,35 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 		values[":gen"], values[":chunks"] = strAttr(gen), numAttr(int64(len(parts)))
 		update += ", gen = :gen, chunks = :chunks REMOVE eps"
 	}
+	w := st.now().UnixMicro()
 	for attempt := 1; ; attempt++ {
-		err = st.writeExport(ctx, p, e, update, values)
-		if errors.Is(err, errFenced) && attempt < 3 && ctx.Err() == nil {
+		err = st.writeExport(ctx, p, e, enc, update, values, old, w)
+		if attempt == 5 || ctx.Err() != nil {
+			break
+		}
+		switch {
+		case errors.Is(err, errFenced) && attempt < 3:
 			// A delete of this cluster's exports was sent after this write, but the write's
 			// client still waits: the write is still wanted. Send it again, as of now.
+			w = st.now().UnixMicro()
 			continue
+		case errors.Is(err, errNoUsage):
+			if err = st.countUsage(ctx, e.ClusterKey()); err == nil {
+				continue
+			}
+		case errors.Is(err, errPriorChanged):
+			// Another write or delete of the export applied since it was read: write over
+			// it only if this write is the newer.
+			item, rerr := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
+			if err = rerr; err == nil {
+				old = st.heldFrom(ctx, e.Clusterset, item)
+				continue
+			}
 		}
 		break
 	}
 	if err != nil {
-		if errors.Is(err, errFenced) || errors.Is(err, store.ErrSuperseded) || errors.Is(err, store.ErrClusterNotFound) {
+		if errors.Is(err, errFenced) || errors.Is(err, store.ErrSuperseded) || errors.Is(err, store.ErrClusterNotFound) || errors.Is(err, store.ErrQuotaExceeded) {
 			// The write surely did not apply: its chunks are nobody's. (After any other
 			// error it may have applied, and its chunks are kept.)
 			st.deleteChunks(context.WithoutCancel(ctx), e.Clusterset, e.Service, e.ClusterID, gen, len(parts))
@@ -196,7 +219,8 @@ func exportValues(e store.Export, enc encoded) (string, map[string]types.Attribu
 	values := map[string]types.AttributeValue{
 		":spec": bytesAttr(enc.spec), ":now": numAttr(ms(e.CreateTime)), ":upd": numAttr(ms(e.UpdateTime)), ":sum": bytesAttr(enc.sum),
 	}
-	return "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum", values
+	values[":nE"], values[":nB"] = numAttr(int64(enc.weight.Endpoints)), numAttr(int64(enc.weight.Bytes))
+	return "SET spec = :spec, createMs = if_not_exists(createMs, :now), updateMs = :upd, writeUs = :w, #sum = :sum, nE = :nE, nB = :nB", values
 }
 
 // inlineUpdate is the update of an export item whose endpoints fit in it.
@@ -258,34 +282,62 @@ func clusterCheck(table *string, p, clusterID string, w int64) types.TransactWri
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}
 }
 
-// exportUpdate is the write of an export item at time w, unless a newer write applied.
-func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64) types.TransactWriteItem {
+// exportUpdate is the write of an export item at time w over old, what it held when read
+// (nil: nothing): it applies only while the item is still that.
+func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64, old *held) types.TransactWriteItem {
 	values[":w"] = numAttr(w)
+	cond, prior := priorCheck(old)
+	for k, v := range prior {
+		values[k] = v
+	}
 	return types.TransactWriteItem{Update: &types.Update{TableName: table, Key: key(p, exportSK(e.Service, e.ClusterID)),
-		UpdateExpression: aws.String(update), ConditionExpression: aws.String("attribute_not_exists(writeUs) OR writeUs < :w"),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}}
+}
+
+// delta is the usage a write of an export weighing w over old changes.
+func delta(w store.Usage, old *held) store.Usage {
+	if old == nil {
+		return w
+	}
+	return w.Sub(old.weight)
 }
 
 // errFenced: a delete of the cluster's exports is newer than the write.
 var errFenced = errors.New("fenced by a later delete")
 
-// writeExport is the export item's write: it applies only when the cluster exists, no
-// delete of its exports is newer (fenceUs) and no newer write of the export applied.
-func (st *Store) writeExport(ctx context.Context, p string, e store.Export, update string, values map[string]types.AttributeValue) error {
-	w := st.now().UnixMicro()
+// writeExport is the export item's write at time w over old (what the item held when
+// read): it applies only when the cluster exists, no delete of its exports is newer
+// (fenceUs), the item still holds old, and the cluster's usage after it is within the
+// quota.
+func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc encoded, update string, values map[string]types.AttributeValue, old *held, w int64) error {
+	if old != nil && old.writeUs >= w {
+		return fmt.Errorf("put export %s from %s/%s: a newer write of it applied: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+	}
+	d := delta(enc.weight, old)
+	usage, ok := st.usageUpdate(p, e.ClusterID, d)
+	if !ok {
+		return fmt.Errorf("put export %s: %w", e.Service, st.quotaError(e.ClusterKey(), d))
+	}
 	err := st.transact(ctx, []types.TransactWriteItem{
-		clusterCheck(&st.table, p, e.ClusterID, w), exportUpdate(&st.table, p, e, update, values, w),
+		clusterCheck(&st.table, p, e.ClusterID, w), usage, exportUpdate(&st.table, p, e, update, values, w, old),
 	})
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) == 2 {
-		cluster, export := tce.CancellationReasons[0], tce.CancellationReasons[1]
+	if errors.As(err, &tce) && len(tce.CancellationReasons) == 3 {
+		cluster, used, export := tce.CancellationReasons[0], tce.CancellationReasons[1], tce.CancellationReasons[2]
 		switch {
 		case aws.ToString(cluster.Code) == "ConditionalCheckFailed" && len(cluster.Item) == 0:
 			return fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrClusterNotFound)
 		case aws.ToString(cluster.Code) == "ConditionalCheckFailed":
 			return errFenced
 		case aws.ToString(export.Code) == "ConditionalCheckFailed":
-			return fmt.Errorf("put export %s from %s/%s: a newer write of it applied: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
+			return errPriorChanged
+		case aws.ToString(used.Code) == "ConditionalCheckFailed":
+			if err := st.usageRefusal(e.ClusterKey(), used.Item, d); !errors.Is(err, errNoUsage) && !errors.Is(err, errPriorChanged) {
+				return fmt.Errorf("put export %s: %w", e.Service, err)
+			} else {
+				return err
+			}
 		}
 	}
 	if isCondFailed(err) {
@@ -338,7 +390,7 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	if err != nil {
 		return store.Export{}, err
 	}
-	return st.putExport(ctx, e, enc, heldFrom(item))
+	return st.putExport(ctx, e, enc, st.heldFrom(ctx, e.Clusterset, item))
 }
 
 // DeleteExport implements store.Store. It first raises the cluster's fence, so that an
@@ -349,7 +401,7 @@ func (st *Store) DeleteExport(ctx context.Context, k store.ClusterKey, svc store
 	if err != nil {
 		return false, err
 	}
-	return st.deleteExportItem(ctx, k, svc, f)
+	return st.deleteExportItem(ctx, k, svc, f, true)
 }
 
 // raiseFence sets the cluster's fenceUs to now and returns it: no export write of the
@@ -370,21 +422,53 @@ func (st *Store) raiseFence(ctx context.Context, k store.ClusterKey) (int64, err
 }
 
 // deleteExportItem deletes the export, with its chunks, unless a write newer than the
-// fence f replaced it.
-func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc store.ServiceKey, f int64) (bool, error) {
-	out, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &st.table, Key: key(pk(k.Clusterset), exportSK(svc, k.ClusterID)), ReturnValues: types.ReturnValueAllOld,
-		ConditionExpression:       aws.String("attribute_not_exists(writeUs) OR writeUs < :f"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":f": numAttr(f)},
-	})
-	if isCondFailed(err) {
-		return false, nil // a newer write of the export stands
+// fence f replaced it; with counted, in one transaction with the change of its cluster's
+// usage (a deleted cluster's usage goes with it instead).
+func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc store.ServiceKey, f int64, counted bool) (bool, error) {
+	p := pk(k.Clusterset)
+	for attempt := 1; ; attempt++ {
+		item, err := st.getExportItem(ctx, k.Clusterset, svc, k.ClusterID)
+		if err != nil {
+			return false, err
+		}
+		if item == nil {
+			return false, nil
+		}
+		old := st.heldFrom(ctx, k.Clusterset, item)
+		if old.writeUs >= f {
+			return false, nil // a newer write of the export stands
+		}
+		cond, values := priorCheck(old)
+		del := types.TransactWriteItem{Delete: &types.Delete{TableName: &st.table, Key: key(p, exportSK(svc, k.ClusterID)),
+			ConditionExpression: aws.String(cond), ExpressionAttributeValues: values}}
+		if len(values) == 0 {
+			del.Delete.ExpressionAttributeValues = nil
+		}
+		items := []types.TransactWriteItem{del}
+		if counted {
+			usage, _ := st.usageUpdate(p, k.ClusterID, store.Usage{}.Sub(old.weight)) // a decrease is never refused for a quota
+			items = append(items, usage)
+		}
+		err = st.transact(ctx, items)
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && attempt < 5 && ctx.Err() == nil {
+			reasons := tce.CancellationReasons
+			switch {
+			case len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed":
+				continue // the export changed since it was read: read it again
+			case len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed":
+				if err := st.countUsage(ctx, k); err != nil {
+					return false, err
+				}
+				continue
+			}
+		}
+		if err != nil {
+			return false, unavailable("delete export", err)
+		}
+		if old.gen != "" {
+			st.deleteChunks(ctx, k.Clusterset, svc, k.ClusterID, old.gen, old.chunks)
+		}
+		return true, nil
 	}
-	if err != nil {
-		return false, unavailable("delete export", err)
-	}
-	if gen := getS(out.Attributes, "gen"); gen != "" {
-		st.deleteChunks(ctx, k.Clusterset, svc, k.ClusterID, gen, int(getN(out.Attributes, "chunks")))
-	}
-	return len(out.Attributes) > 0, nil
 }

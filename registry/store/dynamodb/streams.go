@@ -208,7 +208,7 @@ func (st *Store) resync(ctx context.Context) {
 }
 
 // changeFrom maps a stream record's key to a Change: nil for an item that changes nothing
-// by itself (an endpoint chunk: its export item changes too), an error for a key this store
+// by itself (an endpoint chunk: its export item changes too; a cluster's usage), an error for a key this store
 // does not write.
 func changeFrom(keys map[string]streamtypes.AttributeValue) (*store.Change, error) {
 	pkv, ok1 := keys[attrPK].(*streamtypes.AttributeValueMemberS)
@@ -237,7 +237,7 @@ func changeFrom(keys map[string]streamtypes.AttributeValue) (*store.Change, erro
 			return nil, err
 		}
 		return &store.Change{Kind: store.ChangeExport, Clusterset: clusterset, ClusterID: ek.ClusterID, Service: ek.Service}, nil
-	case strings.HasPrefix(sk, "EPS#"):
+	case strings.HasPrefix(sk, "EPS#"), strings.HasPrefix(sk, "USAGE#"):
 		return nil, nil
 	}
 	return nil, fmt.Errorf("item %q %q: %w: unknown sort key", pkv.Value, sk, errBadItem)

@@ -2,26 +2,24 @@ package dynamodb
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// syncWriters is how many of a sync's deletes are in flight at once.
-const syncWriters = 16
-
 // A sync writes its changed exports with inline endpoints in transactions of at most
 // maxBatchExports export items and maxBatchBytes: DynamoDB allows 100 items (one is the
-// cluster's check) and 4 MB per transaction.
+// cluster's check, one its usage) and 4 MB per transaction.
 const (
-	maxBatchExports = 99
+	maxBatchExports = 98
 	maxBatchBytes   = 3 << 20
 )
 
@@ -47,15 +45,25 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 	e0 := batch[0].e
 	p := pk(e0.Clusterset)
 	w := st.now().UnixMicro()
-	items := make([]types.TransactWriteItem, 0, len(batch)+1)
-	items = append(items, clusterCheck(&st.table, p, e0.ClusterID, w))
+	var d store.Usage
+	stale := false
+	for _, b := range batch {
+		d = d.Add(delta(b.enc.weight, b.old))
+		stale = stale || b.old != nil && b.old.writeUs >= w
+	}
+	usage, ok := st.usageUpdate(p, e0.ClusterID, d)
+	items := make([]types.TransactWriteItem, 0, len(batch)+2)
+	items = append(items, clusterCheck(&st.table, p, e0.ClusterID, w), usage)
 	for _, b := range batch {
 		update, values := inlineUpdate(b.e, b.enc)
-		items = append(items, exportUpdate(&st.table, p, b.e, update, values, w))
+		items = append(items, exportUpdate(&st.table, p, b.e, update, values, w, b.old))
 	}
-	err := st.transact(ctx, items)
+	var err error
+	if ok && !stale {
+		err = st.transact(ctx, items)
+	}
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && !isTransactionConflict(err) {
+	if !ok || stale || errors.As(err, &tce) && !isTransactionConflict(err) {
 		for _, b := range batch {
 			var err error
 			if stored[b.i], err = st.putExport(ctx, b.e, b.enc, b.old); err != nil {
@@ -86,7 +94,7 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	if _, err := st.GetCluster(ctx, k); err != nil {
 		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
 	}
-	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs, updateMs", map[string]string{"#sum": "sum"})
+	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs, updateMs, writeUs, nE, nB", map[string]string{"#sum": "sum"})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -103,19 +111,24 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 			continue
 		}
 		if ek.ClusterID == k.ClusterID {
-			mine[ek.Service] = heldItem{held: *heldFrom(it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
+			mine[ek.Service] = heldItem{held: *st.heldFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
 		}
 	}
-	stored := make([]store.Export, len(exports))
 	keep := make(map[store.ServiceKey]bool, len(exports))
-	var work []func(context.Context) error
-	var inline []syncWrite
-	for i, e := range exports {
+	for _, e := range exports {
 		keep[e.Service] = true
+	}
+	// The synced set replaces everything the cluster holds: refused whole when it is past
+	// a quota, before anything changes.
+	var after store.Usage
+	stored := make([]store.Export, len(exports))
+	var chunked, inline []syncWrite
+	for i, e := range exports {
 		enc, err := encodeExport(e)
 		if err != nil {
 			return nil, 0, err
 		}
+		after = after.Add(enc.weight)
 		h, had := mine[e.Service]
 		if had && bytes.Equal(h.sum, enc.sum) {
 			// Unchanged: nothing to write; the result is what the table holds.
@@ -127,18 +140,50 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		if had {
 			old = &h.held
 		}
+		w := syncWrite{i: i, e: e, enc: enc, old: old}
 		if len(enc.eps) > inlineLimit {
-			// Chunked endpoints: chunk items first, then the export item, alone.
-			work = append(work, func(ctx context.Context) error {
-				var err error
-				stored[i], err = st.putExport(ctx, e, enc, old)
-				return err
-			})
+			chunked = append(chunked, w) // chunk items first, then the export item, alone
 			continue
 		}
-		inline = append(inline, syncWrite{i: i, e: e, enc: enc, old: old})
+		inline = append(inline, w)
 	}
-	// Batches of even size (100 writes: two of 50, not 99 and 1), each within the limits.
+	if err := st.quota.Check(k, after); err != nil {
+		return nil, 0, fmt.Errorf("sync exports: %w", err)
+	}
+	// The deletes first, under one fence raised before them (the writes after it are
+	// newer), so the cluster's usage drops before the writes add to it: a set within the
+	// quota never passes it on the way.
+	var gone []syncDelete
+	for svc, h := range mine {
+		if !keep[svc] {
+			gone = append(gone, syncDelete{svc: svc, old: h.held})
+		}
+	}
+	deleted := 0
+	if len(gone) > 0 {
+		fence, err := st.raiseFence(ctx, k)
+		if err != nil {
+			return nil, 0, err
+		}
+		if deleted, err = st.deleteExports(ctx, k, gone, fence); err != nil {
+			return nil, deleted, err
+		}
+	}
+	// The writes that shrink the cluster's usage before those that grow it.
+	growth := func(w syncWrite) int {
+		d := delta(w.enc.weight, w.old)
+		return d.Exports + d.Endpoints + d.Bytes
+	}
+	slices.SortStableFunc(inline, func(a, b syncWrite) int { return cmp.Compare(growth(a), growth(b)) })
+	slices.SortStableFunc(chunked, func(a, b syncWrite) int { return cmp.Compare(growth(a), growth(b)) })
+	var work []func(context.Context) error
+	for _, w := range chunked {
+		if growth(w) > 0 {
+			break
+		}
+		work = append(work, st.putOne(stored, w))
+	}
+	// Batches of even size (98 writes: one batch; 100: two of 50), each within the limits.
 	per := len(inline)
 	if n := (len(inline) + maxBatchExports - 1) / maxBatchExports; n > 1 {
 		per = (len(inline) + n - 1) / n
@@ -161,76 +206,87 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		batchBytes += size
 	}
 	flush()
-	// One transaction at a time: each checks the cluster's item, and DynamoDB refuses
-	// transactions on one item at once (TransactionConflict). Batches keep them few.
+	for _, w := range chunked {
+		if growth(w) > 0 {
+			work = append(work, st.putOne(stored, w))
+		}
+	}
+	// One transaction at a time: each checks the cluster's item and changes its usage,
+	// and DynamoDB refuses transactions on one item at once (TransactionConflict).
 	for _, write := range work {
 		if err := write(ctx); err != nil {
-			return nil, 0, err
+			return nil, deleted, err
 		}
 	}
-	// One fence for all of the sync's deletes, raised after its writes.
-	var fence int64
-	for svc := range mine {
-		if !keep[svc] {
-			if fence, err = st.raiseFence(ctx, k); err != nil {
-				return nil, 0, err
-			}
-			break
-		}
-	}
-	var deleted atomic.Int64
-	work = work[:0]
-	for svc := range mine {
-		if !keep[svc] {
-			work = append(work, func(ctx context.Context) error {
-				ok, err := st.deleteExportItem(ctx, k, svc, fence)
-				if ok {
-					deleted.Add(1)
-				}
-				return err
-			})
-		}
-	}
-	if err := inParallel(ctx, syncWriters, work); err != nil {
-		return nil, int(deleted.Load()), err
-	}
-	return stored, int(deleted.Load()), nil
+	return stored, deleted, nil
 }
 
-// inParallel runs the calls, at most n at a time, and returns the first error; after an
-// error no more calls start.
-func inParallel(parent context.Context, n int, calls []func(context.Context) error) error {
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for _, call := range calls {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := call(ctx); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-					cancel()
-				}
-				mu.Unlock()
+// putOne is the write of one export of a sync, alone.
+func (st *Store) putOne(stored []store.Export, w syncWrite) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var err error
+		stored[w.i], err = st.putExport(ctx, w.e, w.enc, w.old)
+		return err
+	}
+}
+
+// syncDelete is one export a sync deletes, as the table held it.
+type syncDelete struct {
+	svc store.ServiceKey
+	old held
+}
+
+// deleteExports deletes a sync's other exports unless a write newer than the fence f
+// replaced them, in transactions of up to maxBatchExports with the change of the
+// cluster's usage; a transaction a condition refuses is done again one export at a time.
+func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []syncDelete, f int64) (int, error) {
+	p := pk(k.Clusterset)
+	deleted := 0
+	for len(gone) > 0 {
+		n := min(len(gone), maxBatchExports)
+		batch := gone[:n]
+		gone = gone[n:]
+		var d store.Usage
+		items := []types.TransactWriteItem{{}}
+		stale := false
+		for _, g := range batch {
+			d = d.Sub(g.old.weight)
+			stale = stale || g.old.writeUs >= f
+			old := g.old
+			cond, values := priorCheck(&old)
+			del := &types.Delete{TableName: &st.table, Key: key(p, exportSK(g.svc, k.ClusterID)), ConditionExpression: aws.String(cond)}
+			if len(values) > 0 {
+				del.ExpressionAttributeValues = values
 			}
-		}()
+			items = append(items, types.TransactWriteItem{Delete: del})
+		}
+		items[0], _ = st.usageUpdate(p, k.ClusterID, d) // a decrease is never refused for a quota
+		var err error
+		if !stale {
+			err = st.transact(ctx, items)
+		}
+		var tce *types.TransactionCanceledException
+		if stale || errors.As(err, &tce) && !isTransactionConflict(err) {
+			for _, g := range batch {
+				ok, err := st.deleteExportItem(ctx, k, g.svc, f, true)
+				if err != nil {
+					return deleted, err
+				}
+				if ok {
+					deleted++
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return deleted, unavailable("delete exports", err)
+		}
+		for _, g := range batch {
+			if g.old.gen != "" {
+				st.deleteChunks(ctx, k.Clusterset, g.svc, k.ClusterID, g.old.gen, g.old.chunks)
+			}
+		}
+		deleted += len(batch)
 	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return parent.Err()
+	return deleted, nil
 }

@@ -18,25 +18,38 @@ type Store struct {
 	mu          sync.RWMutex
 	clustersets map[string]*clusterset
 	feed        store.Feed
+	quota       store.Quota
 }
 
 type clusterset struct {
 	clusters map[string]store.Cluster
 	// exports by service, then cluster id.
 	exports map[store.ServiceKey]map[string]store.Export
+	// usage is what each cluster holds, kept with every write.
+	usage map[string]store.Usage
 }
 
 var _ store.Store = (*Store)(nil)
 
+// Option configures New.
+type Option func(*Store)
+
+// WithQuota bounds what each cluster may hold.
+func WithQuota(q store.Quota) Option { return func(s *Store) { s.quota = q } }
+
 // New returns an empty memory store.
-func New() *Store {
-	return &Store{clustersets: map[string]*clusterset{}}
+func New(opts ...Option) *Store {
+	s := &Store{clustersets: map[string]*clusterset{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 func (s *Store) set(name string, create bool) *clusterset {
 	cs := s.clustersets[name]
 	if cs == nil && create {
-		cs = &clusterset{clusters: map[string]store.Cluster{}, exports: map[store.ServiceKey]map[string]store.Export{}}
+		cs = &clusterset{clusters: map[string]store.Cluster{}, exports: map[store.ServiceKey]map[string]store.Export{}, usage: map[string]store.Usage{}}
 		s.clustersets[name] = cs
 	}
 	return cs
@@ -116,6 +129,7 @@ func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, err
 		return 0, fmt.Errorf("delete %s/%s: %w", key.Clusterset, key.ClusterID, store.ErrClusterNotFound)
 	}
 	delete(cs.clusters, key.ClusterID)
+	delete(cs.usage, key.ClusterID)
 	var removed []store.ServiceKey
 	for svc, byCluster := range cs.exports {
 		if _, ok := byCluster[key.ClusterID]; ok {
@@ -144,11 +158,32 @@ func putLocked(cs *clusterset, e store.Export) store.Export {
 		byCluster = map[string]store.Export{}
 		cs.exports[e.Service] = byCluster
 	}
+	u := cs.usage[e.ClusterID]
 	if old, ok := byCluster[e.ClusterID]; ok {
 		e.CreateTime = old.CreateTime
+		u = u.Sub(store.Weight(old.Spec, old.EndpointGroups))
 	}
 	byCluster[e.ClusterID] = e
+	cs.usage[e.ClusterID] = u.Add(store.Weight(e.Spec, e.EndpointGroups))
 	return e
+}
+
+// deleteLocked removes one export of a cluster, when there is one.
+func deleteLocked(cs *clusterset, svc store.ServiceKey, clusterID string) bool {
+	byCluster, ok := cs.exports[svc]
+	if !ok {
+		return false
+	}
+	old, ok := byCluster[clusterID]
+	if !ok {
+		return false
+	}
+	delete(byCluster, clusterID)
+	if len(byCluster) == 0 {
+		delete(cs.exports, svc)
+	}
+	cs.usage[clusterID] = cs.usage[clusterID].Sub(store.Weight(old.Spec, old.EndpointGroups))
+	return true
 }
 
 func (s *Store) registeredLocked(key store.ClusterKey) (*clusterset, error) {
@@ -185,6 +220,14 @@ func (s *Store) PutExport(ctx context.Context, e store.Export) (store.Export, er
 		s.mu.Unlock()
 		return store.Export{}, fmt.Errorf("put export %s from %s/%s: %w", e.Service, e.Clusterset, e.ClusterID, err)
 	}
+	after := cs.usage[e.ClusterID].Add(store.Weight(e.Spec, e.EndpointGroups))
+	if old, ok := cs.exports[e.Service][e.ClusterID]; ok {
+		after = after.Sub(store.Weight(old.Spec, old.EndpointGroups))
+	}
+	if err := s.quota.Check(e.ClusterKey(), after); err != nil {
+		s.mu.Unlock()
+		return store.Export{}, fmt.Errorf("put export %s: %w", e.Service, err)
+	}
 	e = putLocked(cs, e)
 	s.mu.Unlock()
 	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: e.Clusterset, ClusterID: e.ClusterID, Service: e.Service, Known: true, Exports: []store.Export{e}})
@@ -199,17 +242,7 @@ func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc stor
 		return false, err
 	}
 	cs := s.set(key.Clusterset, false)
-	found := false
-	if cs != nil {
-		if byCluster, ok := cs.exports[svc]; ok {
-			if _, found = byCluster[key.ClusterID]; found {
-				delete(byCluster, key.ClusterID)
-				if len(byCluster) == 0 {
-					delete(cs.exports, svc)
-				}
-			}
-		}
-	}
+	found := cs != nil && deleteLocked(cs, svc, key.ClusterID)
 	s.mu.Unlock()
 	if found {
 		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc, Known: true})
@@ -229,6 +262,15 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 		s.mu.Unlock()
 		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", key.Clusterset, key.ClusterID, err)
 	}
+	// The synced set replaces everything the cluster holds, at once.
+	var after store.Usage
+	for _, e := range exports {
+		after = after.Add(store.Weight(e.Spec, e.EndpointGroups))
+	}
+	if err := s.quota.Check(key, after); err != nil {
+		s.mu.Unlock()
+		return nil, 0, fmt.Errorf("sync exports: %w", err)
+	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
 	stored := make([]store.Export, len(exports))
 	changed := make([]store.ServiceKey, 0, len(exports))
@@ -238,17 +280,10 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 		changed = append(changed, e.Service)
 	}
 	deleted := 0
-	for svc, byCluster := range cs.exports {
-		if keep[svc] {
-			continue
-		}
-		if _, ok := byCluster[key.ClusterID]; ok {
-			delete(byCluster, key.ClusterID)
+	for svc := range cs.exports {
+		if !keep[svc] && deleteLocked(cs, svc, key.ClusterID) {
 			deleted++
 			changed = append(changed, svc)
-			if len(byCluster) == 0 {
-				delete(cs.exports, svc)
-			}
 		}
 	}
 	s.mu.Unlock()
