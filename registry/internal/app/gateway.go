@@ -233,31 +233,44 @@ func writeDeadline(next http.Handler, timeout time.Duration) http.Handler {
 func writeCompact(w io.Writer, doc []byte) error {
 	var chunk [32 << 10]byte
 	n := 0
-	inString, escaped := false, false
-	for _, c := range doc {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
-			continue
+	err := scanJSON(doc, func(c byte, quoted bool) error {
+		if !quoted && (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+			return nil
 		}
 		chunk[n] = c
 		if n++; n == len(chunk) {
-			if _, err := w.Write(chunk[:n]); err != nil {
-				return err
-			}
 			n = 0
+			_, err := w.Write(chunk[:])
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(chunk[:n])
+	return err
+}
+
+// scanJSON calls fn with each byte of a JSON document and whether it is part of a string
+// (its quotes included), stopping at fn's first error.
+func scanJSON(doc []byte, fn func(c byte, quoted bool) error) error {
+	inString, escaped := false, false
+	for _, c := range doc {
+		quoted := inString || c == '"'
+		switch {
+		case !inString:
+			inString = c == '"'
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '"':
+			inString = false
+		}
+		if err := fn(c, quoted); err != nil {
+			return err
 		}
 	}
-	_, err := w.Write(chunk[:n])
-	return err
+	return nil
 }

@@ -80,26 +80,16 @@ const (
 func checkJSONCost(doc []byte) error {
 	budget := jsonDecodeFactor*len(doc) + jsonDecodeAllowance
 	cost := 0
-	inString, escaped := false, false
-	for _, c := range doc {
+	_ = scanJSON(doc, func(c byte, quoted bool) error {
 		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
+		case quoted:
 		case c == '{':
 			cost += jsonObjectCost
 		case c == ',':
 			cost += jsonElementCost
 		}
-	}
+		return nil
+	})
 	if cost > budget {
 		return fmt.Errorf("decoding the %d-byte body would allocate more than %d bytes (%d× its size + %d MiB); it holds too many small elements: send fewer endpoints or exports per request",
 			len(doc), budget, jsonDecodeFactor, jsonDecodeAllowance>>20)
