@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -29,36 +30,30 @@ const (
 	LimitBytesPerCluster     = "bytes_per_cluster"
 )
 
-// overQuota returns a RESOURCE_EXHAUSTED status when a cluster holding u would exceed a limit.
+// overQuota returns a RESOURCE_EXHAUSTED status when a cluster holding u would exceed a
+// limit (the store checks each write again against what it holds: quotaRefusal).
 func (s *Server) overQuota(key store.ClusterKey, u store.Usage) error {
-	if l := s.limits.MaxExportsPerCluster; l > 0 && u.Exports > l {
-		s.refused(LimitExportsPerCluster)
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d exports, at most %d per cluster (--max-exports-per-cluster); nothing was changed",
-			key.Clusterset, key.ClusterID, u.Exports, l))
-	}
-	if l := s.limits.MaxEndpointsPerCluster; l > 0 && u.Endpoints > l {
-		s.refused(LimitEndpointsPerCluster)
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d endpoints in all its exports, at most %d per cluster (--max-endpoints-per-cluster); nothing was changed",
-			key.Clusterset, key.ClusterID, u.Endpoints, l))
-	}
-	if l := s.limits.MaxBytesPerCluster; l > 0 && u.Bytes > l {
-		s.refused(LimitBytesPerCluster)
-		return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d bytes of specs and endpoints in all its exports, at most %d per cluster (--max-bytes-per-cluster); nothing was changed",
-			key.Clusterset, key.ClusterID, u.Bytes, l))
+	q := store.Quota{Exports: s.limits.MaxExportsPerCluster, Endpoints: s.limits.MaxEndpointsPerCluster, Bytes: s.limits.MaxBytesPerCluster}
+	var qe *store.QuotaError
+	if err := q.Check(key, u); errors.As(err, &qe) {
+		return s.quotaRefusal(qe)
 	}
 	return nil
 }
 
-// quotaNames maps a store quota to the refusal metric's limit name and the flag.
-func quotaNames(quota string) (limit, flag string) {
-	switch quota {
+// quotaRefusal is the RESOURCE_EXHAUSTED status of a write past a quota, naming its flag;
+// the refusal is counted.
+func (s *Server) quotaRefusal(qe *store.QuotaError) error {
+	limit, flag, what := LimitBytesPerCluster, "--max-bytes-per-cluster", "bytes of specs and endpoints in all its exports"
+	switch qe.Limit {
 	case store.QuotaExports:
-		return LimitExportsPerCluster, "--max-exports-per-cluster"
+		limit, flag, what = LimitExportsPerCluster, "--max-exports-per-cluster", "exports"
 	case store.QuotaEndpoints:
-		return LimitEndpointsPerCluster, "--max-endpoints-per-cluster"
-	default:
-		return LimitBytesPerCluster, "--max-bytes-per-cluster"
+		limit, flag, what = LimitEndpointsPerCluster, "--max-endpoints-per-cluster", "endpoints in all its exports"
 	}
+	s.refused(limit)
+	return status.Error(codes.ResourceExhausted, fmt.Sprintf("cluster %s/%s: %d %s, at most %d per cluster (%s); nothing was changed",
+		qe.Cluster.Clusterset, qe.Cluster.ClusterID, qe.Used, what, qe.Max, flag))
 }
 
 // clusterLocks serializes one cluster's export writes on this replica, so a quota is

@@ -112,11 +112,8 @@ func invalidRead(clusterset, clusterID, namespace string) error {
 func (s *Server) storeError(op string, err error) error {
 	var qe *store.QuotaError
 	if errors.As(err, &qe) {
-		// The store's own check, across every replica sharing it: this replica's cache did
-		// not yet hold another replica's writes.
-		limit, flag := quotaNames(qe.Limit)
-		s.refused(limit)
-		return status.Errorf(codes.ResourceExhausted, "%s: %v (%s, counted across every registry replica); nothing was changed", op, err, flag)
+		// The store's own check, of what it holds through every replica.
+		return s.quotaRefusal(qe)
 	}
 	st := storeStatus(op, err)
 	if status.Code(st) == codes.Internal {
