@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -42,7 +41,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "mcs-controller: %v\n", err)
 		return 2
 	}
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	app.RouteLogs(log)
 	if err := app.Run(ctrl.SetupSignalHandler(), o, log); err != nil {
 		fmt.Fprintf(os.Stderr, "mcs-controller: %v\n", err)
 		return 1
@@ -68,7 +67,7 @@ func cleanup(args []string) int {
 		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: %v\n", err)
 		return 2
 	}
-	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	app.RouteLogs(log)
 	if err := app.Cleanup(ctrl.SetupSignalHandler(), o, log); err != nil {
 		fmt.Fprintf(os.Stderr, "mcs-controller cleanup: %v\n", err)
 		return 1

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/version"
 )
@@ -45,4 +48,12 @@ func NewLogger(format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)).With("version", version.Version), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q must be json or text", format)
+}
+
+// RouteLogs sends every log of the process through log: controller-runtime's, and klog's
+// (client-go and leader election log through klog, which otherwise writes its own text
+// lines to stderr, between the JSON ones).
+func RouteLogs(log *slog.Logger) {
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	klog.SetSlogLogger(log)
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/ai-dynamo/global-discovery-mcs/gds-client/discovery"
 	"github.com/ai-dynamo/global-discovery-mcs/gds-client/httpapi"
@@ -76,6 +77,8 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(handler).With("version", version.Version)
+	// client-go's informers log through klog: into the same stream, not as text lines.
+	klog.SetSlogLogger(log)
 	cfg.Mode = discovery.Mode(*mode)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", err)
