@@ -58,6 +58,11 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The snapshot holds the big export before it is damaged (else there is no
+		// deletion for the watch to see).
+		if m, err := w.Recv(); err != nil || !m.GetSnapshot() || len(m.GetUpserts()) != 1 || m.GetUpserts()[0].GetService().GetName() != "big" {
+			t.Fatalf("replica %s's first watch message: %v, %v; want a snapshot of the big export", name, m, err)
+		}
 		watches[name] = w
 	}
 
