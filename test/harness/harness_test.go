@@ -189,9 +189,16 @@ func TestKillStale(t *testing.T) {
 	dir := t.TempDir()
 	other := t.TempDir()
 	// A process naming a path under dir (as etcd names its data dir), and one naming another.
-	stale := exec.Command("sh", "-c", "sleep 60", filepath.Join(dir, "etcd"))
-	keep := exec.Command("sh", "-c", "sleep 60", filepath.Join(other, "etcd"))
+	// Each waits in the shell's builtin read, forking nothing: a forked child would carry
+	// the same command line until it execs, and be counted too.
+	stale := exec.Command("sh", "-c", "read _", filepath.Join(dir, "etcd"))
+	keep := exec.Command("sh", "-c", "read _", filepath.Join(other, "etcd"))
 	for _, c := range []*exec.Cmd{stale, keep} {
+		in, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close() })
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
