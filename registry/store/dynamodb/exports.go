@@ -333,11 +333,8 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc 
 		case aws.ToString(export.Code) == "ConditionalCheckFailed":
 			return errPriorChanged
 		case aws.ToString(used.Code) == "ConditionalCheckFailed":
-			if err := st.usageRefusal(e.ClusterKey(), used.Item, d); !errors.Is(err, errNoUsage) && !errors.Is(err, errPriorChanged) {
-				return fmt.Errorf("put export %s: %w", e.Service, err)
-			} else {
-				return err
-			}
+			// A *QuotaError, or errNoUsage / errPriorChanged for the caller to act on.
+			return st.usageRefusal(e.ClusterKey(), used.Item, d)
 		}
 	}
 	if isCondFailed(err) {
