@@ -26,10 +26,11 @@ func StartRegistryAt(tb testing.TB, grpcAddr string, extra ...string) *Registry 
 	r := &Registry{
 		GRPCAddr: grpcAddr, RESTAddr: Addr(FreePort(tb)), AdminAddr: Addr(FreePort(tb)),
 	}
-	// Every local client connects from 127.0.0.1, where --max-watches-per-client would count
-	// a hundred clusters' controllers as one client: a test sets its own value to test it.
+	// Every local client connects from 127.0.0.1, where --max-watches-per-client and
+	// --client-rate would count a hundred clusters' controllers as one client: a test sets
+	// its own values to test them (the door still admits every call).
 	r.args = append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text",
-		"--max-watches-per-client=100000"}, extra...)
+		"--max-watches-per-client=100000", "--client-rate=1000000", "--client-burst=1000000"}, extra...)
 	r.start(tb)
 	return r
 }

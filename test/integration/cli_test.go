@@ -28,6 +28,8 @@ func TestCommandLines(t *testing.T) {
 	for name, runs := range map[string][]run{
 		"mcs-registry": append(common(),
 			run{[]string{"--max-watches=0"}, 2, "--max-watches: 0 must be at least 1"},
+			run{[]string{"--client-burst=100"}, 2, "--client-burst: 100 must be at least 1025, the cost of the largest request (--max-request-bytes 16777216"},
+			run{[]string{"--client-rate=-1"}, 2, "--client-rate: -1 must be 0 (no limit) or more"},
 			run{[]string{"--store=nope"}, 2, "--store"}),
 		"mcs-controller": append(common("--registry-url=https://r:9090"),
 			run{[]string{"--registry-url=https://r:9090", "--import-workers=0"}, 2, "--import-workers 0: must be between 1 and 64"},

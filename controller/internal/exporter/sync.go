@@ -78,7 +78,10 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 		// A rejected export, or a set over one of the registry's limits, fails the whole
 		// sync; the reconciles that follow send each export alone, so only the bad ones
 		// (or those past the limit) are refused.
-		if c := status.Code(err); c == codes.InvalidArgument || c == codes.ResourceExhausted {
+		// (A refusal with a retry hint is the registry's share of its clients, not a limit
+		// of the set: the sync is tried again.)
+		_, throttled := registryclient.RetryDelay(err)
+		if c := status.Code(err); !throttled && (c == codes.InvalidArgument || c == codes.ResourceExhausted) {
 			log.Error(err, "the registry rejected the export set; sending the exports one by one")
 			r.mu.Lock()
 			r.sent = map[types.NamespacedName]*sent{}

@@ -59,7 +59,14 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	if f := r.Metrics.ExportWrite; f != nil {
 		f("put", err == nil)
 	}
-	switch status.Code(err) {
+	code := status.Code(err)
+	_, throttled := registryclient.RetryDelay(err)
+	if throttled {
+		// Over this cluster's share of the registry even after its retry hints: not a
+		// refusal of the export; sent again like a call the registry did not answer.
+		code = codes.Unavailable
+	}
+	switch code {
 	case codes.OK:
 		last = &sent{content: a.Content, generation: st.Generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}
 	case codes.InvalidArgument:
@@ -80,6 +87,9 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 			"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
 	default:
 		msg := "the registry did not answer; retrying"
+		if throttled {
+			msg = "the registry refuses more calls from this cluster for now (its share of the registry, --client-rate); retrying"
+		}
 		if hint := registryclient.Diagnose(err); hint != "" {
 			msg += ": " + hint
 		}

@@ -216,7 +216,7 @@ func (p *Pool) try(ctx context.Context, fn func(context.Context, registryv1.Regi
 	for i := range p.conns {
 		idx := (start + i) % len(p.conns)
 		c := p.conns[idx]
-		err := fn(ctx, c.client)
+		err := honourRetryHints(ctx, func() error { return fn(ctx, c.client) })
 		if f := p.metrics.ConnectionState; f != nil {
 			f(c.target.URL, err == nil || !transient(err))
 		}

@@ -50,6 +50,8 @@ func run(args []string) int {
 	fs.IntVar(&cfg.MaxEndpointsPerCluster, "max-endpoints-per-cluster", app.DefaultMaxEndpointsPerCluster, "Most endpoints one cluster may hold in all its exports; a write past it is refused with RESOURCE_EXHAUSTED.")
 	fs.IntVar(&cfg.MaxWatches, "max-watches", app.DefaultMaxWatches, "Most WatchImports streams open at once (gRPC and REST).")
 	fs.IntVar(&cfg.MaxWatchesPerClient, "max-watches-per-client", app.DefaultMaxWatchesPerClient, "Most WatchImports streams open at once by one client: its certificate identity with --client-ca-file, else its IP address.")
+	fs.Float64Var(&cfg.ClientRate, "client-rate", app.DefaultClientRate, "Units a second each client may spend on this replica (a request costs 1, and 1 more for every 16 KiB of its message); past its share a request is refused before it is read, with RESOURCE_EXHAUSTED and a retry hint. 0: no limit.")
+	fs.Float64Var(&cfg.ClientBurst, "client-burst", app.DefaultClientBurst, "Units each client may spend at once, above --client-rate; at least the cost of the largest request.")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", app.DefaultSendTimeout, "How long one watch message or REST answer may wait to be sent before the watch or call is closed.")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", app.DefaultIdleTimeout, "A gRPC or REST connection with no call for this long is closed.")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", app.DefaultMaxConnections, "Most connections open at once on each of the gRPC and REST listeners; more wait to be accepted.")

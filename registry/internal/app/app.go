@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
@@ -38,6 +39,12 @@ const (
 	DefaultSendTimeout         = 30 * time.Second
 	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultMaxConnections      = 10000
+	// DefaultClientRate and DefaultClientBurst: each client may make 200 small requests a
+	// second, or send 3.2 MB a second, and send the largest request (--max-request-bytes,
+	// 1,025 units at its default) from a full bucket; a controller's steady load (lease
+	// renewals, export writes as endpoints change) is a few units a second.
+	DefaultClientRate  = 200
+	DefaultClientBurst = 2000
 )
 
 // Run serves until ctx ends, then shuts down gracefully: build, serve, shut down.
@@ -72,6 +79,7 @@ type process struct {
 	storeState     *storeHealth
 
 	az                       *authz.Authorizer
+	admit                    *admission.Limiter
 	stream                   []grpc.StreamServerInterceptor
 	grpcTLS, restTLS         *tls.Config
 	svc                      *server.Server

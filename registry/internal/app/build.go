@@ -21,7 +21,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/caller"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
@@ -88,15 +90,16 @@ func (p *process) buildGRPC() {
 	countUnary, countStream := p.m.interceptors()
 	unary := []grpc.UnaryServerInterceptor{countUnary}
 	p.stream = []grpc.StreamServerInterceptor{countStream}
-	var clientOf func(context.Context) string
+	var identityOf func(context.Context) string
 	if cfg.ClientCAFile != "" {
 		p.az = &authz.Authorizer{TrustDomain: cfg.TrustDomain, Admins: cfg.AdminIdentities, Log: p.log, Denied: p.m.denied}
 		unary, p.stream = append(unary, p.az.Unary), append(p.stream, p.az.Stream)
-		clientOf = p.az.IdentityOf
+		identityOf = p.az.IdentityOf
 	}
+	p.admit = admission.New(admission.Share{Rate: cfg.ClientRate, Burst: cfg.ClientBurst}, p.m.clientThrottled)
 	p.svc = server.New(server.Options{Store: p.store, Cache: p.cache, Logger: p.log, Draining: p.draining, Refused: p.m.refused,
 		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster, MaxBytesPerCluster: cfg.MaxBytesPerCluster},
-		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: clientOf},
+		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: identityOf},
 	})
 	decoding := server.NewDecoding()
 	grpcOpts := []grpc.ServerOption{
@@ -111,9 +114,15 @@ func (p *process) buildGRPC() {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, MaxConnectionIdle: cfg.IdleTimeout}),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
+	// The in-process server's calls come from the REST listener, which admits them.
 	p.internalGRPC = grpc.NewServer(grpcOpts...)
 	if p.grpcTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(p.grpcTLS)))
+	}
+	if p.admit.Enabled() {
+		grpcOpts = append(grpcOpts,
+			grpc.InTapHandle(p.admit.Tap(func(ctx context.Context) string { return caller.Of(ctx, identityOf) })),
+			grpc.StatsHandler(p.admit.StatsHandler()))
 	}
 	p.grpcServer = grpc.NewServer(grpcOpts...)
 	for _, s := range []*grpc.Server{p.grpcServer, p.internalGRPC} {
@@ -176,7 +185,8 @@ func (p *process) buildREST(ctx context.Context) error {
 	if err := gw.HandlePath(http.MethodGet, "/v1/clustersets/{clusterset}/imports:watch", watch.serve); err != nil {
 		return fmt.Errorf("register the REST watch: %w", err)
 	}
-	restHandler := writeDeadline(http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes)), cfg.SendTimeout)
+	restHandler := p.admit.HTTP(http.MaxBytesHandler(gw, int64(cfg.MaxRequestBytes)), func(r *http.Request) string { return caller.OfRequest(r, identity) })
+	restHandler = writeDeadline(restHandler, cfg.SendTimeout)
 	// No WriteTimeout: watches last for hours; each write of an answer or a watch message
 	// has its own deadline (--send-timeout) instead.
 	p.rest = &http.Server{Handler: restHandler, ReadHeaderTimeout: handshakeTimeout, ReadTimeout: time.Minute,

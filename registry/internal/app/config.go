@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
 )
 
 // Config is the registry's configuration, one field per flag.
@@ -33,6 +35,9 @@ type Config struct {
 	SendTimeout            time.Duration
 	IdleTimeout            time.Duration
 	MaxConnections         int
+	// Each client's share of a replica (admission.Share).
+	ClientRate  float64
+	ClientBurst float64
 }
 
 // Validate checks the configuration before anything starts.
@@ -70,6 +75,13 @@ func (c Config) Validate() error {
 		if l.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d must be at least 1", l.flag, l.v))
 		}
+	}
+	if c.ClientRate < 0 {
+		errs = append(errs, fmt.Errorf("--client-rate: %g must be 0 (no limit) or more", c.ClientRate))
+	}
+	// A burst must hold the largest request, or that request could never be afforded.
+	if minBurst := 1 + float64(c.MaxRequestBytes)/admission.UnitBytes; c.ClientRate > 0 && c.ClientBurst < minBurst {
+		errs = append(errs, fmt.Errorf("--client-burst: %g must be at least %g, the cost of the largest request (--max-request-bytes %d: 1 unit and 1 for every 16 KiB)", c.ClientBurst, minBurst, c.MaxRequestBytes))
 	}
 	if c.SendTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--send-timeout: %s must be at least 1s", c.SendTimeout))

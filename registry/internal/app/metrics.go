@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/x509"
 	"runtime"
+	"sync"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,16 @@ type metrics struct {
 	tlsReloads    *prometheus.CounterVec
 	tlsNotAfter   prometheus.Gauge
 	storeUp       prometheus.Gauge
+	throttled     *prometheus.CounterVec
+	// throttledMu guards throttledClients, the clients throttled has a series for.
+	throttledMu      sync.Mutex
+	throttledClients map[string]bool
 }
+
+// maxThrottledSeries bounds the series of mcs_registry_client_throttled_total: clients
+// refused after that many others are counted as "other", so clients with ever new
+// addresses cannot grow the registry's metrics.
+const maxThrottledSeries = 1000
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -77,6 +87,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_store_up",
 		Help: "1 when the store answered its last check (every 5 s, as gRPC health and /readyz), 0 when it did not.",
 	})
+	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcs_registry_client_throttled_total",
+		Help: "Requests refused at the door because their client was over its share (--client-rate, --client-burst), by client: its certificate identity, or \"address <ip>\" without client certificates (\"other\" past 1000 clients).",
+	}, []string{"client"})
+	m.throttledClients = map[string]bool{}
 	reg.MustRegister(m.storeUp)
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mcs_registry_build_info",
@@ -84,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads)
+	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled)
 	return m
 }
 
@@ -107,6 +122,24 @@ func (m *metrics) tlsObserver(reg prometheus.Registerer) tlsfiles.Observer {
 func (m *metrics) denied(method string) { m.denials.WithLabelValues(method).Inc() }
 
 func (m *metrics) refused(limit string) { m.refusals.WithLabelValues(limit).Inc() }
+
+// clientThrottled counts a request refused at the door, in the limit refusals and by client.
+func (m *metrics) clientThrottled(client string) {
+	m.refused(LimitClientRate)
+	m.throttledMu.Lock()
+	if !m.throttledClients[client] {
+		if len(m.throttledClients) >= maxThrottledSeries {
+			client = "other"
+		} else {
+			m.throttledClients[client] = true
+		}
+	}
+	m.throttledMu.Unlock()
+	m.throttled.WithLabelValues(client).Inc()
+}
+
+// LimitClientRate names --client-rate in mcs_registry_limit_refusals_total.
+const LimitClientRate = "client_rate"
 
 func (m *metrics) capacity(operation string, units float64) {
 	m.capacityUnits.WithLabelValues(operation).Add(units)

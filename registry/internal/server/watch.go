@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/caller"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 )
 
@@ -50,25 +49,8 @@ func newWatchLimits(l WatchLimits) *watchLimits {
 	return &watchLimits{WatchLimits: l, byClient: map[string]int{}}
 }
 
-// clientOf names the caller for --max-watches-per-client: its identity (a client
-// certificate's URI) when it has one, else its peer's IP address. Without identities,
-// clients behind one NAT or a proxy that does not keep the client's address share one count.
-func (w *watchLimits) clientOf(ctx context.Context) string {
-	if w.ClientOf != nil {
-		if id := w.ClientOf(ctx); id != "" {
-			return id
-		}
-	}
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return ""
-	}
-	addr := p.Addr.String()
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		addr = host
-	}
-	return "address " + addr
-}
+// clientOf names the caller for --max-watches-per-client (caller.Of).
+func (w *watchLimits) clientOf(ctx context.Context) string { return caller.Of(ctx, w.ClientOf) }
 
 // acquire counts a new watch, or names the limit it would exceed.
 func (w *watchLimits) acquire(client string) (release func(), limit string) {
