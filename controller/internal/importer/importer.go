@@ -263,8 +263,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// the API server refuses is named there and costs no other cluster its endpoints, and a
 	// first import still gets its spec.ips.
 	refused, sliceErr := r.applySlices(ctx, svc, d)
-	statusErr := r.applyStatus(ctx, si, svc, d, heldClusters, refused)
+	// The metric and Events before the status, so a reader who sees the condition clear
+	// finds the metric cleared too.
 	r.noteRefusals(ctx, key, si, refused)
+	statusErr := r.applyStatus(ctx, si, svc, d, heldClusters, refused)
 	if err := errors.Join(sliceErr, statusErr); err != nil {
 		return reconcile.Result{}, err
 	}

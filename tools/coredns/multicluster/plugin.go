@@ -14,9 +14,11 @@ import (
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -45,6 +47,13 @@ type Multicluster struct {
 	slices  cache.SharedIndexInformer
 	stop    chan struct{}
 	once    sync.Once
+
+	// loaded reports whether both informers have synced (a func, so a unit test can say).
+	loaded    func() bool
+	discovery discovery.DiscoveryInterface
+	servedMu  sync.Mutex
+	served    bool
+	servedAt  time.Time
 }
 
 func setup(c *caddy.Controller) error {
@@ -64,6 +73,8 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error("multicluster", err)
 	}
+	m.discovery = kube.Discovery()
+	m.loaded = func() bool { return m.imports.HasSynced() && m.slices.HasSynced() }
 	m.imports = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0).ForResource(serviceImports).Informer()
 	m.slices = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = labelServiceName
@@ -123,11 +134,48 @@ func clientConfig(kubeconfig string) (*rest.Config, error) {
 // Name implements plugin.Handler.
 func (m *Multicluster) Name() string { return "multicluster" }
 
-// synced reports whether the first List of both watches is in. It is not the ready
-// plugin's Readiness on purpose: a cluster whose ServiceImport CRD comes later (with the
-// MCS controller's chart) keeps its cluster.local DNS Ready meanwhile, and clusterset.local
-// questions answer SERVFAIL until the CRD exists.
-func (m *Multicluster) synced() bool { return m.imports.HasSynced() && m.slices.HasSynced() }
+// synced reports whether the first List of both watches is in.
+func (m *Multicluster) synced() bool { return m.loaded() }
+
+// Ready implements the ready plugin's Readiness: CoreDNS reports ready only once the
+// ServiceImports and EndpointSlices are loaded, so a restarted or new CoreDNS takes no
+// traffic before it can answer clusterset.local (it would answer SERVFAIL, and a plugin
+// that answered NXDOMAIN would make clients cache the name's absence). A cluster whose
+// ServiceImport API does not exist yet (the CRD comes with the MCS chart) has nothing to
+// load: CoreDNS is ready, so cluster.local works, and clusterset.local answers SERVFAIL
+// until the CRD exists and is loaded.
+func (m *Multicluster) Ready() bool {
+	if m.synced() {
+		return true
+	}
+	return !m.importsServed()
+}
+
+// importsServed reports whether the API server serves ServiceImports, asking at most every
+// 2 s (the ready plugin asks on every probe).
+func (m *Multicluster) importsServed() bool {
+	m.servedMu.Lock()
+	defer m.servedMu.Unlock()
+	if time.Since(m.servedAt) < 2*time.Second {
+		return m.served
+	}
+	m.servedAt = time.Now()
+	res, err := m.discovery.ServerResourcesForGroupVersion(serviceImports.GroupVersion().String())
+	switch {
+	case apierrors.IsNotFound(err):
+		m.served = false
+	case err != nil:
+		m.served = true // unknown: not ready, as the kubernetes plugin while its API is away
+	default:
+		m.served = false
+		for _, r := range res.APIResources {
+			if r.Name == serviceImports.Resource {
+				m.served = true
+			}
+		}
+	}
+	return m.served
+}
 
 // ServeDNS implements plugin.Handler.
 func (m *Multicluster) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
@@ -148,6 +196,7 @@ func (m *Multicluster) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dn
 	msg.SetReply(r)
 	msg.Authoritative = true
 	msg.Answer = res.Records
+	msg.Extra = res.Extra
 	if !res.Found {
 		msg.Rcode = dns.RcodeNameError
 	}
@@ -183,6 +232,20 @@ func (m *Multicluster) find(namespace, name string) *Import {
 		if !ok {
 			continue
 		}
+		var ports []Port
+		for _, p := range s.Ports {
+			if p.Port == nil {
+				continue
+			}
+			port := Port{Protocol: "TCP", Port: *p.Port}
+			if p.Name != nil {
+				port.Name = *p.Name
+			}
+			if p.Protocol != nil {
+				port.Protocol = string(*p.Protocol)
+			}
+			ports = append(ports, port)
+		}
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 				continue
@@ -192,7 +255,7 @@ func (m *Multicluster) find(namespace, name string) *Import {
 				host = *e.Hostname
 			}
 			for _, a := range e.Addresses {
-				imp.Endpoints = append(imp.Endpoints, Endpoint{ClusterID: s.Labels[labelSourceCluster], Hostname: host, Address: a})
+				imp.Endpoints = append(imp.Endpoints, Endpoint{ClusterID: s.Labels[labelSourceCluster], Hostname: host, Address: a, Ports: ports})
 			}
 		}
 	}

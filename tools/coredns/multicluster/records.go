@@ -40,26 +40,54 @@ type Endpoint struct {
 	ClusterID string
 	Hostname  string
 	Address   string
+	// Ports are the slice's ports: a headless import's SRV records name them, as the
+	// kubernetes plugin does (no proxy maps a Service port to them).
+	Ports []Port
 }
 
-// Lookup is the answer to one question: records, or found=false for a name that does not
-// exist (NXDOMAIN). A name that exists without records of the type asked is found with
-// none (NODATA).
+// Name is the endpoint's label under <cluster>.<svc>.<ns>.svc.<zone>: its hostname, or
+// without one its address with dashes ("10-1-2-3", "fd00--1"), as upstream multicluster
+// and the kubernetes plugin name pods; "" for an address that is not an IP (FQDN).
+func (e Endpoint) Name() string {
+	if e.Hostname != "" {
+		return strings.ToLower(e.Hostname)
+	}
+	ip := net.ParseIP(e.Address)
+	if ip == nil {
+		return ""
+	}
+	if v4 := ip.To4(); v4 != nil {
+		return strings.ReplaceAll(v4.String(), ".", "-")
+	}
+	return strings.ReplaceAll(ip.String(), ":", "-")
+}
+
+// Lookup is the answer to one question: records (and the addresses of their targets, for
+// the additional section), or found=false for a name that does not exist (NXDOMAIN). A
+// name that exists without records of the type asked is found with none (NODATA).
 type Lookup struct {
 	Records []dns.RR
+	Extra   []dns.RR
 	Found   bool
 }
 
 const ttl = 5
 
 // Answer answers qname/qtype in zone (both lower case and fully qualified) from the
-// import that find returns for a namespace and name (nil: none). The names (KEP-1645):
+// import that find returns for a namespace and name (nil: none). The names (KEP-1645, and
+// the forms upstream multicluster and the kubernetes plugin answer):
 //
-//	<svc>.<ns>.svc.<zone>                     A/AAAA: the clusterset IPs, or for a headless
-//	                                          import every ready endpoint
-//	<hostname>.<cluster>.<svc>.<ns>.svc.<zone> A/AAAA: one endpoint of a headless import
-//	_<port>._<proto>.<svc>.<ns>.svc.<zone>    SRV: the named port, at the service name (or,
-//	                                          headless, at each endpoint's name)
+//	<svc>.<ns>.svc.<zone>                  A/AAAA: the clusterset IPs, or for a headless
+//	                                       import every ready endpoint. SRV: every port (as
+//	                                       _<port>._<proto> with both "any").
+//	_<port>._<proto>.<svc>.<ns>.svc.<zone> SRV: the port named, at the service name, or for
+//	                                       a headless import at each endpoint's name; "*"
+//	                                       or "any" (no underscore) for either matches all.
+//	                                       NXDOMAIN when no port matches.
+//	<endpoint>.<cluster>.<svc>.<ns>.svc.<zone>
+//	                                       A/AAAA: one endpoint of a headless import, by
+//	                                       hostname or dashed address (Endpoint.Name).
+//	                                       SRV: its ports.
 func Answer(find func(namespace, name string) *Import, zone, qname string, qtype uint16) Lookup {
 	rest := strings.TrimSuffix(qname, "."+zone)
 	if rest == qname {
@@ -77,60 +105,146 @@ func Answer(find func(namespace, name string) *Import, zone, qname string, qtype
 	svcName := strings.Join(labels[n-3:], ".") + "." + zone
 	switch n {
 	case 3: // <svc>.<ns>.svc
-		var addrs []string
-		if imp.Headless {
-			for _, e := range imp.Endpoints {
-				addrs = append(addrs, e.Address)
+		switch qtype {
+		case dns.TypeSRV:
+			return srv(imp, qname, "*", "*", svcName)
+		case dns.TypeA, dns.TypeAAAA:
+			var addrs []string
+			if imp.Headless {
+				for _, e := range imp.Endpoints {
+					addrs = append(addrs, e.Address)
+				}
+			} else {
+				addrs = imp.IPs
 			}
-		} else {
-			addrs = imp.IPs
+			return Lookup{Found: true, Records: addresses(qname, qtype, addrs)}
 		}
-		return Lookup{Found: true, Records: addresses(qname, qtype, addrs)}
+		return Lookup{Found: true}
 	case 5:
-		if strings.HasPrefix(labels[0], "_") && strings.HasPrefix(labels[1], "_") { // _<port>._<proto>.<svc>.<ns>.svc
-			return Lookup{Found: true, Records: srv(imp, qname, qtype, labels[0][1:], labels[1][1:], svcName)}
+		if port, proto, ok := portLabels(labels[0], labels[1]); ok { // _<port>._<proto>.<svc>.<ns>.svc
+			l := srv(imp, qname, port, proto, svcName)
+			if qtype != dns.TypeSRV {
+				l.Records, l.Extra = nil, nil
+			}
+			return l
 		}
-		// <hostname>.<cluster>.<svc>.<ns>.svc
+		// <endpoint>.<cluster>.<svc>.<ns>.svc
 		if !imp.Headless {
 			return Lookup{}
 		}
-		var addrs []string
+		var found []Endpoint
 		for _, e := range imp.Endpoints {
-			if strings.EqualFold(e.Hostname, labels[0]) && strings.EqualFold(e.ClusterID, labels[1]) {
-				addrs = append(addrs, e.Address)
+			if name := e.Name(); name != "" && name == labels[0] && strings.EqualFold(e.ClusterID, labels[1]) {
+				found = append(found, e)
 			}
 		}
-		if len(addrs) == 0 {
+		if len(found) == 0 {
 			return Lookup{}
+		}
+		if qtype == dns.TypeSRV {
+			return endpointSRV(qname, found)
+		}
+		addrs := make([]string, len(found))
+		for i, e := range found {
+			addrs[i] = e.Address
 		}
 		return Lookup{Found: true, Records: addresses(qname, qtype, addrs)}
 	}
 	return Lookup{}
 }
 
-func srv(imp *Import, qname string, qtype uint16, port, proto, svcName string) []dns.RR {
-	var out []dns.RR
-	if qtype != dns.TypeSRV {
-		return nil
+// portLabels reads the first two labels of a port name: "_http" "_tcp", or "*" or "any"
+// (without an underscore) for any port or protocol.
+func portLabels(port, proto string) (string, string, bool) {
+	read := func(l string) (string, bool) {
+		switch {
+		case l == "*" || l == "any":
+			return "*", true
+		case len(l) > 1 && l[0] == '_':
+			return l[1:], true
+		}
+		return "", false
 	}
-	for _, p := range imp.Ports {
-		if !strings.EqualFold(p.Name, port) || !strings.EqualFold(p.Protocol, proto) {
-			continue
-		}
-		hdr := dns.RR_Header{Name: qname, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}
-		if !imp.Headless {
-			out = append(out, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: svcName})
-			continue
-		}
-		for _, e := range imp.Endpoints {
-			if e.Hostname == "" {
-				continue
+	p, ok1 := read(port)
+	q, ok2 := read(proto)
+	return p, q, ok1 && ok2
+}
+
+func matches(pattern, v string) bool { return pattern == "*" || strings.EqualFold(pattern, v) }
+
+// srv is the SRV answer of the ports matching port and proto ("*": any): at the service
+// name, or for a headless import at each ready endpoint's name, with the targets'
+// addresses; NXDOMAIN when no port matches, as upstream.
+func srv(imp *Import, qname, port, proto, svcName string) Lookup {
+	type target struct {
+		port uint16
+		name string
+		addr []string
+	}
+	var targets []target
+	if !imp.Headless {
+		for _, p := range imp.Ports {
+			if matches(port, p.Name) && matches(proto, p.Protocol) {
+				targets = append(targets, target{uint16(p.Port), svcName, imp.IPs})
 			}
-			target := strings.ToLower(e.Hostname + "." + e.ClusterID + "." + svcName)
-			out = append(out, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: target})
+		}
+	} else {
+		for _, e := range imp.Endpoints {
+			name := e.Name()
+			for _, p := range e.Ports {
+				if name != "" && matches(port, p.Name) && matches(proto, p.Protocol) {
+					targets = append(targets, target{uint16(p.Port), strings.ToLower(name + "." + e.ClusterID + "." + svcName), []string{e.Address}})
+				}
+			}
+		}
+		if len(targets) == 0 {
+			// A port of the import matches but no endpoint is ready: the name exists.
+			for _, p := range imp.Ports {
+				if matches(port, p.Name) && matches(proto, p.Protocol) {
+					return Lookup{Found: true}
+				}
+			}
 		}
 	}
-	return out
+	if len(targets) == 0 {
+		return Lookup{}
+	}
+	sort.Slice(targets, func(i, j int) bool {
+		if targets[i].name != targets[j].name {
+			return targets[i].name < targets[j].name
+		}
+		return targets[i].port < targets[j].port
+	})
+	l := Lookup{Found: true}
+	weight := uint16(max(100/len(targets), 1))
+	extra := map[string]bool{}
+	hdr := dns.RR_Header{Name: qname, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}
+	for _, t := range targets {
+		l.Records = append(l.Records, &dns.SRV{Hdr: hdr, Priority: 0, Weight: weight, Port: t.port, Target: t.name})
+		if !extra[t.name] {
+			extra[t.name] = true
+			l.Extra = append(l.Extra, addresses(t.name, dns.TypeA, t.addr)...)
+			l.Extra = append(l.Extra, addresses(t.name, dns.TypeAAAA, t.addr)...)
+		}
+	}
+	return l
+}
+
+// endpointSRV is the SRV answer at one endpoint's name: its ports.
+func endpointSRV(qname string, endpoints []Endpoint) Lookup {
+	l := Lookup{Found: true}
+	hdr := dns.RR_Header{Name: qname, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}
+	var addrs []string
+	for _, e := range endpoints {
+		addrs = append(addrs, e.Address)
+		for _, p := range e.Ports {
+			l.Records = append(l.Records, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: qname})
+		}
+	}
+	if len(l.Records) > 0 {
+		l.Extra = append(addresses(qname, dns.TypeA, addrs), addresses(qname, dns.TypeAAAA, addrs)...)
+	}
+	return l
 }
 
 // addresses returns the A (or AAAA) records of the addresses of the family asked, sorted.

@@ -8,41 +8,67 @@ import (
 )
 
 func TestAnswer(t *testing.T) {
+	http := []Port{{Name: "http", Protocol: "TCP", Port: 8000}}
 	imports := map[string]*Import{
 		"dynamo/relay": {Namespace: "dynamo", Name: "relay", IPs: []string{"10.96.0.20"},
-			Ports:     []Port{{Name: "http", Protocol: "TCP", Port: 80}},
+			Ports:     []Port{{Name: "http", Protocol: "TCP", Port: 80}, {Name: "metrics", Protocol: "TCP", Port: 9090}},
 			Endpoints: []Endpoint{{ClusterID: "use1-a", Address: "10.200.0.5"}}},
 		"global-discovery/router": {Namespace: "global-discovery", Name: "router", Headless: true,
-			Ports: []Port{{Name: "http", Protocol: "TCP", Port: 8000}},
+			Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}}, // the Service's port; SRV names the endpoints' 8000
 			Endpoints: []Endpoint{
-				{ClusterID: "use1-a", Hostname: "router-0", Address: "10.200.0.7"},
-				{ClusterID: "usw2-a", Hostname: "router-0", Address: "10.201.0.4"},
-				{ClusterID: "usw2-a", Address: "10.201.0.9"},
+				{ClusterID: "use1-a", Hostname: "router-0", Address: "10.200.0.7", Ports: http},
+				{ClusterID: "usw2-a", Hostname: "router-0", Address: "10.201.0.4", Ports: http},
+				{ClusterID: "usw2-a", Address: "10.201.0.9", Ports: http},
+				{ClusterID: "usw2-a", Address: "fd00::9", Ports: http},
 			}},
+		"dynamo/idle": {Namespace: "dynamo", Name: "idle", Headless: true, Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}}},
 	}
 	find := func(ns, name string) *Import { return imports[ns+"/"+name] }
 	const zone = "clusterset.local."
+	const router = "router.global-discovery.svc.clusterset.local."
 	tests := []struct {
 		name, qname string
 		qtype       uint16
 		found       bool
 		want        []string // records without their header
+		extra       []string // the additional section, names and data
 	}{
-		{"clusterset IP", "relay.dynamo.svc.clusterset.local.", dns.TypeA, true, []string{"10.96.0.20"}},
-		{"no IPv6 of an IPv4 import: NODATA", "relay.dynamo.svc.clusterset.local.", dns.TypeAAAA, true, nil},
-		{"headless: every ready endpoint", "router.global-discovery.svc.clusterset.local.", dns.TypeA, true, []string{"10.200.0.7", "10.201.0.4", "10.201.0.9"}},
-		{"headless endpoint by hostname and cluster", "router-0.usw2-a.router.global-discovery.svc.clusterset.local.", dns.TypeA, true, []string{"10.201.0.4"}},
-		{"hostname of another cluster", "router-0.euw1-a.router.global-discovery.svc.clusterset.local.", dns.TypeA, false, nil},
-		{"endpoint names only for headless imports", "x.use1-a.relay.dynamo.svc.clusterset.local.", dns.TypeA, false, nil},
-		{"SRV of a named port", "_http._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, true, []string{"0 100 80 relay.dynamo.svc.clusterset.local."}},
-		{"SRV of a headless import: each named endpoint", "_http._tcp.router.global-discovery.svc.clusterset.local.", dns.TypeSRV, true,
-			[]string{"0 100 8000 router-0.use1-a.router.global-discovery.svc.clusterset.local.", "0 100 8000 router-0.usw2-a.router.global-discovery.svc.clusterset.local."}},
-		{"SRV of an unknown port: NODATA", "_grpc._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, true, nil},
-		{"not imported", "other.dynamo.svc.clusterset.local.", dns.TypeA, false, nil},
-		{"another namespace", "relay.default.svc.clusterset.local.", dns.TypeA, false, nil},
-		{"not a service name", "dynamo.svc.clusterset.local.", dns.TypeA, false, nil},
-		{"pod names are not served", "relay.dynamo.pod.clusterset.local.", dns.TypeA, false, nil},
-		{"another zone", "relay.dynamo.svc.cluster.local.", dns.TypeA, false, nil},
+		{"clusterset IP", "relay.dynamo.svc.clusterset.local.", dns.TypeA, true, []string{"10.96.0.20"}, nil},
+		{"no IPv6 of an IPv4 import: NODATA", "relay.dynamo.svc.clusterset.local.", dns.TypeAAAA, true, nil, nil},
+		{"TXT of a name that exists: NODATA", "relay.dynamo.svc.clusterset.local.", dns.TypeTXT, true, nil, nil},
+		{"headless: every ready endpoint", router, dns.TypeA, true, []string{"10.200.0.7", "10.201.0.4", "10.201.0.9"}, nil},
+		{"headless, IPv6", router, dns.TypeAAAA, true, []string{"fd00::9"}, nil},
+		{"headless endpoint by hostname and cluster", "router-0.usw2-a." + router, dns.TypeA, true, []string{"10.201.0.4"}, nil},
+		{"headless endpoint without a hostname, by its dashed address", "10-201-0-9.usw2-a." + router, dns.TypeA, true, []string{"10.201.0.9"}, nil},
+		{"dashed IPv6 address", "fd00--9.usw2-a." + router, dns.TypeAAAA, true, []string{"fd00::9"}, nil},
+		{"an endpoint with a hostname is not named by its address", "10-201-0-4.usw2-a." + router, dns.TypeA, false, nil, nil},
+		{"SRV at an endpoint's name: its ports", "10-201-0-9.usw2-a." + router, dns.TypeSRV, true, []string{"0 100 8000 10-201-0-9.usw2-a." + router},
+			[]string{"10-201-0-9.usw2-a." + router + " 10.201.0.9"}},
+		{"hostname of another cluster", "router-0.euw1-a." + router, dns.TypeA, false, nil, nil},
+		{"endpoint names only for headless imports", "x.use1-a.relay.dynamo.svc.clusterset.local.", dns.TypeA, false, nil, nil},
+		{"SRV of a named port", "_http._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, true, []string{"0 100 80 relay.dynamo.svc.clusterset.local."},
+			[]string{"relay.dynamo.svc.clusterset.local. 10.96.0.20"}},
+		{"SRV at the bare name: every port", "relay.dynamo.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 50 80 relay.dynamo.svc.clusterset.local.", "0 50 9090 relay.dynamo.svc.clusterset.local."},
+			[]string{"relay.dynamo.svc.clusterset.local. 10.96.0.20"}},
+		{"SRV with any port", "*._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 50 80 relay.dynamo.svc.clusterset.local.", "0 50 9090 relay.dynamo.svc.clusterset.local."},
+			[]string{"relay.dynamo.svc.clusterset.local. 10.96.0.20"}},
+		{"SRV of a headless import: each endpoint, by hostname or dashed address, its port", "_http._tcp." + router, dns.TypeSRV, true,
+			[]string{"0 25 8000 10-201-0-9.usw2-a." + router, "0 25 8000 fd00--9.usw2-a." + router, "0 25 8000 router-0.use1-a." + router, "0 25 8000 router-0.usw2-a." + router},
+			[]string{"10-201-0-9.usw2-a." + router + " 10.201.0.9", "fd00--9.usw2-a." + router + " fd00::9", "router-0.use1-a." + router + " 10.200.0.7", "router-0.usw2-a." + router + " 10.201.0.4"}},
+		{"SRV at a headless import's bare name", router, dns.TypeSRV, true,
+			[]string{"0 25 8000 10-201-0-9.usw2-a." + router, "0 25 8000 fd00--9.usw2-a." + router, "0 25 8000 router-0.use1-a." + router, "0 25 8000 router-0.usw2-a." + router},
+			[]string{"10-201-0-9.usw2-a." + router + " 10.201.0.9", "fd00--9.usw2-a." + router + " fd00::9", "router-0.use1-a." + router + " 10.200.0.7", "router-0.usw2-a." + router + " 10.201.0.4"}},
+		{"SRV of a headless import without ready endpoints: NODATA", "_http._tcp.idle.dynamo.svc.clusterset.local.", dns.TypeSRV, true, nil, nil},
+		{"SRV of an unknown port: NXDOMAIN, as upstream", "_grpc._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, false, nil, nil},
+		{"SRV of another protocol: NXDOMAIN", "_http._udp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, false, nil, nil},
+		{"A at a port name that exists: NODATA", "_http._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeA, true, nil, nil},
+		{"not imported", "other.dynamo.svc.clusterset.local.", dns.TypeA, false, nil, nil},
+		{"another namespace", "relay.default.svc.clusterset.local.", dns.TypeA, false, nil, nil},
+		{"not a service name", "dynamo.svc.clusterset.local.", dns.TypeA, false, nil, nil},
+		{"pod names are not served", "relay.dynamo.pod.clusterset.local.", dns.TypeA, false, nil, nil},
+		{"another zone", "relay.dynamo.svc.cluster.local.", dns.TypeA, false, nil, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,6 +86,13 @@ func TestAnswer(t *testing.T) {
 			if strings.Join(rdata, "|") != strings.Join(tc.want, "|") {
 				t.Fatalf("records %q, want %q", rdata, tc.want)
 			}
+			var extra []string
+			for _, rr := range got.Extra {
+				extra = append(extra, rr.Header().Name+" "+strings.TrimSpace(strings.TrimPrefix(rr.String(), rr.Header().String())))
+			}
+			if strings.Join(extra, "|") != strings.Join(tc.extra, "|") {
+				t.Fatalf("additional %q, want %q", extra, tc.extra)
+			}
 		})
 	}
 }
@@ -74,7 +107,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, hostname, address, portName, qname string, qtype uint16, headless bool) {
 		imp := &Import{Namespace: "dynamo", Name: name, Headless: headless, IPs: []string{"10.96.0.1"},
 			Ports:     []Port{{Name: portName, Protocol: "TCP", Port: 80}},
-			Endpoints: []Endpoint{{ClusterID: "c", Hostname: hostname, Address: address}}}
+			Endpoints: []Endpoint{{ClusterID: "c", Hostname: hostname, Address: address, Ports: []Port{{Name: portName, Protocol: "TCP", Port: 8000}}}}}
 		_ = Answer(func(string, string) *Import { return imp }, "clusterset.local.", dns.Fqdn(qname), qtype)
 	})
 }
