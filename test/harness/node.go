@@ -57,11 +57,16 @@ func clusterPodCIDR(k int) string { return fmt.Sprintf("10.%d.0.0/16", 200+k) }
 // every container live under it, so the node stops as a whole.
 func (n *Node) cgroup() string { return "/" + n.Netns }
 
+// podLogsDir is the node's own pod-log folder (kubelet's podLogsDir): each kubelet cleans
+// the folders of pods it does not run, so nodes sharing the host's /var/log/pods deleted
+// each other's logs. Removed with the node (and with NodesDir after a killed run).
+func (n *Node) podLogsDir() string { return filepath.Join(n.Dir, "pod-logs") }
+
 // startNode brings up the node of cluster c and waits until it is Ready.
 func (c *Cluster) startNode(tb testing.TB, n *Node) {
 	tb.Helper()
 	tb.Cleanup(n.stop)
-	for _, d := range []string{"", "cni", "kubelet", "containerd-root", "containerd-state", "ipam"} {
+	for _, d := range []string{"", "cni", "kubelet", "containerd-root", "containerd-state", "ipam", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			tb.Fatalf("harness: node %s: %v", n.Name, err)
 		}
@@ -178,6 +183,7 @@ func (n *Node) stop() {
 		removeCgroup(filepath.Join("/sys/fs/cgroup", h, n.cgroup()))
 	}
 	unmountUnder(n.Dir + "/")
+	_ = os.RemoveAll(n.podLogsDir())
 	_ = run("ip", "route", "del", clusterPodCIDR(n.index))
 	_ = run("ip", "netns", "del", n.Netns)
 }
@@ -307,7 +313,8 @@ maxPods: 60
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
-`, n.IP, n.cgroup(), filepath.Join(n.Dir, "containerd.sock"), c.DNSIP, filepath.Join(n.Dir, "resolv.conf"), n.PodCIDR)
+podLogsDir: %[7]s
+`, n.IP, n.cgroup(), filepath.Join(n.Dir, "containerd.sock"), c.DNSIP, filepath.Join(n.Dir, "resolv.conf"), n.PodCIDR, n.podLogsDir())
 }
 
 func (n *Node) kubeProxyConfig(c *Cluster) string {

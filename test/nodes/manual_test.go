@@ -108,15 +108,20 @@ func TestManualOnNodes(t *testing.T) {
 	ip := exportAndReach(t, use1, usw2, euw1)
 	// A headless Service of a StatefulSet, exported from use1-a: one name per endpoint.
 	use1.Apply(t, harness.DecodeYAML(t, "router", []byte(fmt.Sprintf(routerStatefulSet, harness.BusyboxImage)))...)
+	// A headless Service of the echo Deployment (pods without hostnames), exported from
+	// use1-a: one name per endpoint, by its dashed address.
+	use1.Apply(t, harness.DecodeYAML(t, "echo-pods", []byte(echoPods))...)
 	// A Service nobody exports: no clusterset name.
 	use1.Apply(t, harness.DecodeYAML(t, "private", []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: private\n  namespace: dynamo\nspec:\n  selector: {app: echo}\n  ports:\n  - {port: 80, targetPort: 8080}\n"))...)
-	harness.Eventually(t, "euw1-a imports dynamo/router", 2*time.Minute, func() string {
-		si := &mcsv1beta1.ServiceImport{}
-		if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: "router"}, si); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	for _, name := range []string{"router", "echo-pods"} {
+		harness.Eventually(t, "euw1-a imports dynamo/"+name, 2*time.Minute, func() string {
+			si := &mcsv1beta1.ServiceImport{}
+			if err := euw1.Client.Get(context.Background(), client.ObjectKey{Namespace: "dynamo", Name: name}, si); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+	}
 
 	// clusterset.local (KEP-1645 DNS), from euw1-a's CoreDNS and its multicluster plugin.
 	t.Run("ClustersetDNS", func(t *testing.T) {
@@ -151,12 +156,99 @@ func TestManualOnNodes(t *testing.T) {
 			t.Fatalf("http://router-0.use1-a.router.dynamo.svc.clusterset.local:8000/: %v %q, want router-0", err, out)
 		}
 		addressOf("router.dynamo.svc.clusterset.local", router.Status.PodIP)
+		// SRV at the Service's own name and at _<port>._<proto>, as the kubernetes plugin and
+		// upstream multicluster answer them: the ClusterSetIP import's port at its name; the
+		// headless imports' endpoints by hostname or dashed address, with their ports.
+		srvOf := func(name string, want ...string) {
+			t.Helper()
+			harness.Eventually(t, "SRV "+name, 30*time.Second, func() string {
+				out, _ := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "nslookup", "-type=srv", name+".")
+				for _, w := range want {
+					if !regexp.MustCompile(`service = 0 \d+ ` + w).MatchString(out) {
+						return "want " + w + ":\n" + out
+					}
+				}
+				return ""
+			})
+		}
+		echoTarget := `80 echo\.dynamo\.svc\.clusterset\.local`
+		srvOf("echo.dynamo.svc.clusterset.local", echoTarget)
+		srvOf("_http._tcp.echo.dynamo.svc.clusterset.local", echoTarget)
+		routerTarget := `8000 router-0\.use1-a\.router\.dynamo\.svc\.clusterset\.local`
+		srvOf("router.dynamo.svc.clusterset.local", routerTarget)
+		srvOf("_http._tcp.router.dynamo.svc.clusterset.local", routerTarget)
+		var echoPods corev1.PodList
+		if err := use1.Client.List(context.Background(), &echoPods, client.InNamespace("dynamo"), client.MatchingLabels{"app": "echo"}); err != nil || len(echoPods.Items) == 0 {
+			t.Fatalf("echo pods of use1-a: %v", err)
+		}
+		var dashed []string
+		for _, p := range echoPods.Items {
+			name := strings.ReplaceAll(p.Status.PodIP, ".", "-") + ".use1-a.echo-pods.dynamo.svc.clusterset.local"
+			addressOf(name, p.Status.PodIP)
+			dashed = append(dashed, `8080 `+regexp.QuoteMeta(name))
+		}
+		srvOf("echo-pods.dynamo.svc.clusterset.local", dashed...)
+		srvOf("_http._tcp.echo-pods.dynamo.svc.clusterset.local", dashed...)
+		// A port the import does not have: no such name.
+		if out, _ := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "nslookup", "-type=srv", "_grpc._tcp.echo.dynamo.svc.clusterset.local."); !strings.Contains(out, "NXDOMAIN") {
+			t.Errorf("_grpc._tcp.echo: want NXDOMAIN\n%s", out)
+		}
 		// Not exported: no clusterset name; and cluster.local names stay local (euw1-a has
 		// no Service named echo, only the derived one).
 		for _, name := range []string{"private.dynamo.svc.clusterset.local", "echo.dynamo.svc.cluster.local"} {
 			if out := nslookup(name); !strings.Contains(out, "NXDOMAIN") {
 				t.Errorf("%s in euw1-a: want NXDOMAIN\n%s", name, out)
 			}
+		}
+	})
+
+	// CoreDNS restarted under queries: the new pod takes traffic only once its multicluster
+	// data is loaded (the plugin holds the ready plugin), so no query gets NXDOMAIN or
+	// SERVFAIL for an imported name.
+	t.Run("DNSRestartUnderQueries", func(t *testing.T) {
+		type result struct {
+			out string
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "sh", "-c",
+				`end=$(($(date +%s)+40)); while [ $(date +%s) -lt $end ]; do r=$(nslookup echo.dynamo.svc.clusterset.local. 2>&1); case "$r" in *NXDOMAIN*) echo NXDOMAIN;; *SERVFAIL*) echo SERVFAIL;; *"Address: "*) echo ok;; *) echo timeout;; esac; sleep 0.2; done`)
+			done <- result{out, err}
+		}()
+		time.Sleep(3 * time.Second)
+		restarted := time.Now()
+		if out, err := euw1.Kubectl("-n", "kube-system", "rollout", "restart", "deployment/coredns"); err != nil {
+			t.Fatalf("rollout restart: %v %s", err, out)
+		}
+		if out, err := euw1.Kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=90s"); err != nil {
+			t.Fatalf("rollout status: %v %s", err, out)
+		}
+		t.Logf("FIGURE CoreDNS rolled out in %s", time.Since(restarted).Round(100*time.Millisecond))
+		r := <-done
+		counts := map[string]int{}
+		for _, l := range strings.Fields(r.out) {
+			counts[l]++
+		}
+		t.Logf("FIGURE queries during the CoreDNS restart: %d answered, %d timed out, %d NXDOMAIN, %d SERVFAIL", counts["ok"], counts["timeout"], counts["NXDOMAIN"], counts["SERVFAIL"])
+		if r.err != nil || counts["ok"] == 0 || counts["NXDOMAIN"] > 0 || counts["SERVFAIL"] > 0 {
+			t.Errorf("queries during the restart: %v\n%s", r.err, r.out)
+		}
+	})
+
+	// Each node has its own pod-log folder: the registry's log is still there minutes after
+	// it started (kubelets sharing /var/log/pods deleted each other's pods' logs).
+	t.Run("PodLogsStay", func(t *testing.T) {
+		var pods corev1.PodList
+		if err := use1.Client.List(context.Background(), &pods, client.InNamespace("mcs-system"), client.MatchingLabels{"app.kubernetes.io/name": "mcs-registry"}); err != nil || len(pods.Items) != 1 {
+			t.Fatalf("registry pod: %v %d", err, len(pods.Items))
+		}
+		if age := time.Since(pods.Items[0].CreationTimestamp.Time); age < 2*time.Minute {
+			time.Sleep(2*time.Minute - age)
+		}
+		out, err := use1.Kubectl("-n", "mcs-system", "logs", pods.Items[0].Name)
+		if err != nil || !strings.Contains(out, "mcs-registry serving") {
+			t.Errorf("kubectl logs of the registry after two minutes: %v\n%.2000s", err, out)
 		}
 	})
 
@@ -458,6 +550,25 @@ spec:
   selector: {app: echo}
   ports:
   - {name: http, port: 80, targetPort: http}
+`
+
+// echoPods is a headless Service of the echo Deployment, exported.
+const echoPods = `apiVersion: v1
+kind: Service
+metadata:
+  name: echo-pods
+  namespace: dynamo
+spec:
+  clusterIP: None
+  selector: {app: echo}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata:
+  name: echo-pods
+  namespace: dynamo
 `
 
 // routerStatefulSet is a headless Service of one StatefulSet pod (router-0), exported.
