@@ -104,6 +104,13 @@ type ImportListener interface {
 	ImportsChanged(ctx context.Context, keys []types.NamespacedName)
 }
 
+// watchRetryMax bounds the wait between attempts to watch again. The hold after a registry
+// restart keeps a source cluster's endpoints for at most one lease (30 s by default) from
+// when the old watch ended; the new registry's imports reach this cluster only through the
+// watch, so the watch must be back well within the hold. A longer step (it was 30 s, drawn
+// from 15-45 s) let the hold end before the watch returned after a 20 s restart.
+const watchRetryMax = 5 * time.Second
+
 // Run watches until ctx ends, reconnecting with backoff and jitter, and tells every
 // listener, in order, what changed.
 func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) error {
@@ -117,7 +124,7 @@ func (w *ImportWatch) Run(ctx context.Context, listeners ...ImportListener) erro
 	if w.Log == nil {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
-	b := newBackoff(time.Second, 30*time.Second)
+	b := newBackoff(time.Second, watchRetryMax)
 	for ctx.Err() == nil {
 		received, err := w.once(ctx)
 		if ctx.Err() != nil {
