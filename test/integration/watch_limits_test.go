@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -332,17 +330,9 @@ func TestWatchesPerAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory", "--max-watches=10", "--max-watches-per-client=3")
-	_, port, _ := net.SplitHostPort(reg.GRPCAddr)
-	// Two clients on two loopback addresses (Linux routes all of 127.0.0.0/8 to lo).
+	// Two clients on two loopback addresses.
 	from := func(ip string) registryv1.RegistryServiceClient {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-		conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return registryv1.NewRegistryServiceClient(conn)
+		return registryv1.NewRegistryServiceClient(fromAddress(t, reg.GRPCAddr, ip))
 	}
 	noisy, honest := from("127.0.0.2"), from("127.0.0.3")
 	open := func(c registryv1.RegistryServiceClient) error {
