@@ -47,3 +47,12 @@ func (r *Registry) Restart(tb testing.TB) {
 	r.Stop(15 * time.Second)
 	r.start(tb)
 }
+
+// RestartAfter stops the registry, waits down, and starts it again on the same ports and
+// flags: a registry pod that takes that long to be replaced.
+func (r *Registry) RestartAfter(tb testing.TB, down time.Duration) {
+	tb.Helper()
+	r.Stop(15 * time.Second)
+	time.Sleep(down)
+	r.start(tb)
+}

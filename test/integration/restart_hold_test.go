@@ -129,3 +129,67 @@ func TestRegistryRestartKeepsImports(t *testing.T) {
 	}
 	t.Logf("registry restart: 0 s without the endpoints of the returning clusters; the stopped cluster left %s after the restart (lease %s)", left.Round(10*time.Millisecond), lease)
 }
+
+// TestRegistryDownLongerThanAReconnect: a memory-store registry is away for 17 s (a pod
+// replaced on a busy node), with the default lease (30 s) and renewal (10 s). Each
+// controller must reach the new registry soon after it answers — not at gRPC's default
+// reconnect backoff, which by then waits 10–17 s between attempts — register again, send
+// its exports, and watch again, all within the hold, which counts from the old watch's
+// end: no cluster may see a moment without the others' endpoints.
+func TestRegistryDownLongerThanAReconnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	reg := harness.StartRegistry(t, "--store=memory")
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	cls := harness.StartClusters(t, harness.ClusterOptions{Names: ids})
+	var ctls []*harness.Controller
+	for i, c := range cls {
+		createNamespaces(t, ctx, c.Client, "dynamo")
+		ctls = append(ctls, c.StartController(t, "mcs-controller/"+ids[i], controllerArgs(reg, ids[i])...))
+		mustCreate(t, c, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-"+ids[i], fmt.Sprintf("10.%d.0.1", i+1)))
+	}
+	all := "ClusterSetIP [http/TCP/80] clusters=[euw1-a use1-a usw2-a] ips svc:true [euw1-a:10.3.0.1:true use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
+	var monitors []*harness.EndpointsMonitor
+	for _, c := range cls {
+		waitImport(t, c, "dynamo", "relay", all)
+		var others []string
+		for _, id := range ids {
+			if id != c.Name {
+				others = append(others, id)
+			}
+		}
+		monitors = append(monitors, c.MonitorImportedEndpoints(t, "dynamo", "relay", others...))
+	}
+
+	start := time.Now()
+	reg.RestartAfter(t, 17*time.Second)
+	back := time.Now()
+	// Each controller logs the end of its hold, and why it ended.
+	const ended = "the hold after the registry's epoch changed ended: "
+	for i, ctl := range ctls {
+		harness.Eventually(t, ids[i]+": the hold ended", time.Minute, func() string {
+			if !strings.Contains(ctl.Output(), ended) {
+				return "no hold ended yet"
+			}
+			return ""
+		})
+		if !strings.Contains(ctl.Output(), ended+"every cluster returned") {
+			t.Errorf("%s: the hold did not end with every cluster back:\n%s", ids[i], grepLines(ctl.Output(), ended))
+		}
+	}
+	whole := time.Since(back)
+	for i, m := range monitors {
+		m.Stop()
+		if err := m.Err(); err != nil {
+			t.Fatalf("%s: %v", cls[i].Name, err)
+		}
+		for id, d := range m.Outage() {
+			if d > 0 {
+				t.Errorf("%s had no endpoints from %s for %s while the registry was away", cls[i].Name, id, d.Round(time.Millisecond))
+			}
+		}
+		waitImport(t, cls[i], "dynamo", "relay", all)
+	}
+	t.Logf("registry away %s: every cluster's imports whole again %s after it answered (%s after it stopped); 0 s without endpoints",
+		back.Sub(start).Round(100*time.Millisecond), whole.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+}

@@ -146,7 +146,7 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 	// After the registry's epoch changes, other clusters' endpoints are held until each
 	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
 	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log,
-		RefillHold: o.leaseDuration, OnHold: m.clustersHeld}
+		RefillHold: o.leaseDuration, OnHold: m.clustersHeld, OnEpochChange: session.Check}
 	exp := &exporter.Reconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
 		Session: session, Imports: watch,

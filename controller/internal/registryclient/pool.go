@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -120,6 +121,15 @@ type PoolOptions struct {
 	CallTimeout time.Duration
 }
 
+// reconnect bounds how long a connection waits between attempts to reach a registry that
+// went away. gRPC's default grows to 120 s: after a registry restart of ten seconds, a
+// controller would come back tens of seconds later, past the hold its peers keep its
+// endpoints for. An attempt every few seconds per controller costs the registry nothing.
+var reconnect = grpc.ConnectParams{
+	Backoff:           grpcbackoff.Config{BaseDelay: 500 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 10 * time.Second,
+}
+
 // NewPool connects (lazily) to every target.
 func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.Logger == nil {
@@ -137,6 +147,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		cc, err := grpc.NewClient(t.Address,
 			grpc.WithTransportCredentials(creds),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+			grpc.WithConnectParams(reconnect),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 		if err != nil {
 			p.Close()

@@ -81,8 +81,17 @@ func (s *Session) Lost() {
 	s.mu.Lock()
 	s.registered = false
 	s.mu.Unlock()
+	s.Check()
+}
+
+// Check renews (or registers) at once instead of at the next interval: another registry
+// process answers, which may not know the cluster. It never blocks.
+func (s *Session) Check() {
+	s.mu.Lock()
+	kick := s.kick
+	s.mu.Unlock()
 	select {
-	case s.kick <- struct{}{}:
+	case kick <- struct{}{}:
 	default:
 	}
 }

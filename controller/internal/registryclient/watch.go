@@ -37,6 +37,10 @@ type ImportWatch struct {
 	Log        *slog.Logger
 	// OnHold receives the number of clusters held, when it changes.
 	OnHold func(clusters int)
+	// OnEpochChange runs when a snapshot of a new epoch arrives: another registry process
+	// answers, which may not know this cluster (a memory-store restart), so the session
+	// checks its lease now rather than at its next renewal. It must not block.
+	OnEpochChange func()
 
 	mu sync.Mutex
 	// onChange tells Run's listeners the Services whose import changed.
@@ -218,12 +222,13 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		return // a page of a snapshot: the importer never sees a partial set
 	}
 	heldBefore := w.heldLocked()
+	newEpoch := w.view.Snapshot && oldEpoch != "" && resp.GetEpoch() != oldEpoch
 	if w.view.Snapshot {
 		if w.hold != nil {
 			// Held-only Services change too when a new hold does not keep them.
 			changed = append(changed, w.hold.keys()...)
 		}
-		if w.RefillHold > 0 && oldEpoch != "" && resp.GetEpoch() != oldEpoch {
+		if w.RefillHold > 0 && newEpoch {
 			w.startHoldLocked(old, oldEpoch, resp.GetEpoch())
 		}
 		w.synced = true
@@ -244,6 +249,9 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		held = -1
 	}
 	w.mu.Unlock()
+	if newEpoch && w.OnEpochChange != nil {
+		w.OnEpochChange()
+	}
 	w.changed(changed, held)
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -82,5 +83,39 @@ func TestImportWatchFirstSnapshotInPages(t *testing.T) {
 		if got := view(w); got != strings.Join(want, " ") || !w.synced || len(rec.calls) != 1 || len(rec.calls[0]) != pages {
 			t.Fatalf("%d pages: view %q, synced %v, notifications %v; want %q", pages, got, w.synced, rec.calls, strings.Join(want, " "))
 		}
+	}
+}
+
+// TestImportWatchTellsOfANewEpoch: OnEpochChange runs once a whole snapshot of another
+// epoch arrives (so the session checks its lease at once), never for the first snapshot,
+// a snapshot of the same epoch (a reconnect), a partial page or a delta.
+func TestImportWatchTellsOfANewEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		resps []*registryv1.WatchImportsResponse
+		want  int
+	}{
+		{"first snapshot", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}}, 0},
+		{"same epoch again", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}, {Epoch: "e1", Snapshot: true}}, 0},
+		{"delta", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}, {Epoch: "e1", Revision: 2, Upserts: []*registryv1.ServiceImport{imp("a", "x")}}}, 0},
+		{"new epoch", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}, {Epoch: "e2", Snapshot: true}}, 1},
+		{"new epoch in pages", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true},
+			{Epoch: "e2", Snapshot: true, SnapshotContinues: true, Upserts: []*registryv1.ServiceImport{imp("a", "x")}},
+			{Epoch: "e2", Upserts: []*registryv1.ServiceImport{imp("b", "x")}}}, 1},
+		{"two new epochs", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}, {Epoch: "e2", Snapshot: true}, {Epoch: "e3", Snapshot: true}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			w := &ImportWatch{RefillHold: time.Minute, OnEpochChange: func() { calls++ }}
+			for i, r := range tc.resps {
+				w.apply(r)
+				if r.GetSnapshotContinues() && calls != 0 {
+					t.Fatalf("called after the partial page %d", i)
+				}
+			}
+			if calls != tc.want {
+				t.Fatalf("OnEpochChange ran %d times, want %d", calls, tc.want)
+			}
+		})
 	}
 }
