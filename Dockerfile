@@ -15,6 +15,7 @@ COPY registry/go.mod registry/go.sum registry/
 COPY controller/go.mod controller/go.sum controller/
 COPY admin/go.mod admin/go.sum admin/
 COPY gds-client/go.mod gds-client/go.sum gds-client/
+COPY internal/go.mod internal/go.sum internal/
 COPY test/go.mod test/go.sum test/
 COPY examples/go/go.mod examples/go/go.sum examples/go/
 RUN go mod download

@@ -16,7 +16,7 @@ SHELL := /bin/bash
 
 ROOT    := $(CURDIR)
 BIN     := $(ROOT)/bin
-MODULES := api registry controller admin gds-client test examples/go
+MODULES := internal api registry controller admin gds-client test examples/go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUF     := $(ROOT)/node_modules/.bin/buf
 GO_TEST_FLAGS ?= -count=1
@@ -124,7 +124,7 @@ docker-push:
 test: tools build lint check-generate test-unit test-integration
 
 test-unit:
-	@for m in api registry controller admin gds-client; do (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+	@for m in internal api registry controller admin gds-client; do (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 	cd tools/coredns && GOWORK=off go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz
 

@@ -31,16 +31,21 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/grpc v1.85.0 // indirect
+	k8s.io/apimachinery v0.37.2 // indirect
 )
 
 replace (
 	github.com/ai-dynamo/global-discovery-mcs/api => ../api
 	github.com/ai-dynamo/global-discovery-mcs/registry => ../registry
 )
+
+require github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
+
+replace github.com/ai-dynamo/global-discovery-mcs/internal => ../internal

@@ -61,7 +61,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
@@ -102,3 +101,10 @@ require (
 replace github.com/ai-dynamo/global-discovery-mcs/api => ../api
 
 replace github.com/ai-dynamo/global-discovery-mcs/gds-client => ../gds-client
+
+require (
+	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
+	github.com/spf13/cobra v1.10.2
+)
+
+replace github.com/ai-dynamo/global-discovery-mcs/internal => ../internal

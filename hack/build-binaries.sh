@@ -13,8 +13,8 @@ build_date=${BUILD_DATE:-$(TZ=UTC git -C "$root" log -1 --format=%cd --date=form
 export CGO_ENABLED=0
 mkdir -p "$out"
 out=$(cd "$out" && pwd) # the builds run in each module's folder
+pkg=github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo # every binary's version
 build() { # module, binary
-  local pkg=github.com/ai-dynamo/global-discovery-mcs/$1/internal/version
   (cd "$root/$1" && go build -trimpath \
     -ldflags "-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.BuildDate=$build_date" \
     -o "$out/$2" "./cmd/$2")

@@ -103,7 +103,7 @@ func Start(tb testing.TB, opts Options) *Clusterset {
 	port := harness.FreePort(tb)
 	cs.GDSURL = "http://" + harness.Addr(port)
 	cs.GDS = clusters[0].StartGlobalDiscoveryService(tb, "global-discovery-service",
-		"--listen="+harness.Addr(port), "--pool-discovery=mcs",
+		"--http-addr="+harness.Addr(port), "--pool-discovery=mcs",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	cs.GDS.WaitHTTP(tb, cs.GDSURL+"/readyz", 60*time.Second)
 	return cs

@@ -23,8 +23,8 @@ func (c *Cluster) StartController(tb testing.TB, name string, args ...string) *C
 	ctl := &Controller{MetricsAddr: Addr(FreePort(tb)), ProbeAddr: Addr(FreePort(tb))}
 	all := append([]string{
 		"--kubeconfig=" + c.ControllerKubeconfig(tb, slices.Contains(args, "--create-namespaces"), slices.Contains(args, "--metrics-secure")),
-		"--metrics-bind-address=" + ctl.MetricsAddr,
-		"--health-probe-bind-address=" + ctl.ProbeAddr,
+		"--metrics-addr=" + ctl.MetricsAddr,
+		"--health-probe-addr=" + ctl.ProbeAddr,
 		"--leader-election-namespace=mcs-system",
 	}, args...)
 	ctl.Process = StartProcess(tb, name, Binary(tb, "mcs-controller"), all...)

@@ -96,7 +96,7 @@ func TestAdmin(t *testing.T) {
 	if out, err = admin("--region="+d.Region, "--table="+table, "delete-cluster", "--clusterset=prod", "--cluster=use1-a", "--yes"); err == nil || !strings.Contains(out, "is not registered") {
 		t.Fatalf("delete of a missing cluster: %v\n%s", err, out)
 	}
-	if out, err = admin("--store=memory", "describe", "--clusterset=prod"); err == nil || !strings.Contains(out, "reach it with --registry-url") {
+	if out, err = admin("--store=memory", "describe", "--clusterset=prod"); err == nil || !strings.Contains(out, "reach it with --registry-rest-url") {
 		t.Fatalf("--store=memory: %v\n%s", err, out)
 	}
 }
@@ -108,7 +108,7 @@ func execAdminRegistry(tb testing.TB, args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestAdminThroughRegistry: with --registry-url, mcs-admin describes and deletes through a
+// TestAdminThroughRegistry: with --registry-rest-url, mcs-admin describes and deletes through a
 // running registry — the memory store included — and, against a registry that requires
 // client certificates, only an admin identity may delete a cluster.
 func TestAdminThroughRegistry(t *testing.T) {
@@ -129,7 +129,7 @@ func TestAdminThroughRegistry(t *testing.T) {
 	c := dial(t, reg.GRPCAddr)
 	seed(c, "use1-a")
 	seed(c, "usw2-a")
-	url := "--registry-url=http://" + reg.RESTAddr
+	url := "--registry-rest-url=http://" + reg.RESTAddr
 	out, err := execAdminRegistry(t, url, "describe", "--clusterset=prod")
 	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  2/2") {
 		t.Fatalf("describe through the registry: %v\n%s", err, out)

@@ -242,7 +242,7 @@ func TestOneClustersExportBreaksOnlyItself(t *testing.T) {
 			t.Fatalf("a controller panicked:\n%s", out[max(0, strings.Index(out, "panic")-2000):])
 		}
 	}
-	out, err := execAdminRegistry(t, "--registry-url=http://"+reg.RESTAddr, "describe", "--clusterset-id=prod")
+	out, err := execAdminRegistry(t, "--registry-rest-url=http://"+reg.RESTAddr, "describe", "--clusterset-id=prod")
 	if err != nil || !strings.Contains(out, "bad") || !strings.Contains(out, "after-0") {
 		t.Fatalf("mcs-admin describe: %v\n%s", err, out)
 	}

@@ -154,7 +154,7 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 			t.Fatalf("delete-export %s: %v\n%s", del.svc, err, out)
 		}
 	}
-	if out, err := execAdminRegistry(t, "--registry-url=http://"+b.RESTAddr, "delete-export", "--clusterset-id=prod", "--cluster-id=big", "dynamo/big", "--yes"); err != nil {
+	if out, err := execAdminRegistry(t, "--registry-rest-url=http://"+b.RESTAddr, "delete-export", "--clusterset-id=prod", "--cluster-id=big", "dynamo/big", "--yes"); err != nil {
 		t.Fatalf("delete-export through the registry: %v\n%s", err, out)
 	}
 	list, err := cc.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod"})

@@ -9,8 +9,9 @@ import (
 )
 
 // TestCommandLines: the four binaries follow one convention: --help exits 0 and lists the
-// flags on stdout, a usage error exits 2 and names the flag, --version names the commit,
-// and every server takes --log-format.
+// flags on stdout, a usage error (flag, value or command) exits 2 and names what is wrong,
+// --version names the commit, every binary prints shell completion, a renamed flag's
+// earlier name says it is deprecated, and every server takes --log-format.
 func TestCommandLines(t *testing.T) {
 	type run struct {
 		args []string
@@ -22,6 +23,9 @@ func TestCommandLines(t *testing.T) {
 			{[]string{"--help"}, 0, "--log-level"},
 			{[]string{"--version"}, 0, "(commit "},
 			{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
+			{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
+			{[]string{"completion", "bash"}, 0, "bash completion"},
+			{[]string{"completion", "tcsh"}, 2, `completion "tcsh": must be bash, zsh, fish or powershell`},
 			{append([]string{"--log-format=xml"}, bad...), 2, `--log-format: "xml" must be json or text`},
 		}
 	}
@@ -42,6 +46,9 @@ func TestCommandLines(t *testing.T) {
 			{[]string{"--version"}, 0, "(commit "},
 			{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
 			{[]string{"describe"}, 2, "--clusterset-id: required"},
+			{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
+			{[]string{"completion", "zsh"}, 0, "zsh completion"},
+			{[]string{"--registry-url=localhost:8080", "describe", "--clusterset-id=prod"}, 2, "Flag --registry-url is deprecated, use --registry-rest-url"},
 		},
 	} {
 		bin := harness.Binary(t, name)

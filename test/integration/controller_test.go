@@ -535,7 +535,7 @@ func TestControllerRefusesBadFlags(t *testing.T) {
 		{[]string{"--registry-url=https://a:9090", "--clusterset-id=prod", "--cluster-id=a", "--import-workers=0"}, "--import-workers 0: must be between 1 and 64"},
 	}
 	for _, tc := range tests {
-		out, err := exec.Command(bin, append(tc.args, "--kubeconfig="+cl.Kubeconfig, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")...).CombinedOutput()
+		out, err := exec.Command(bin, append(tc.args, "--kubeconfig="+cl.Kubeconfig, "--leader-elect=false", "--metrics-addr=0", "--health-probe-addr=0")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("mcs-controller %v: %v\n%s\nwant an error containing %q", tc.args, err, out, tc.want)
 		}

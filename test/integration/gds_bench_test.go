@@ -64,7 +64,7 @@ func BenchmarkGlobalDiscoveryService10kSlices(b *testing.B) {
 		base := "http://" + harness.Addr(port)
 		start := time.Now()
 		gds := cl.StartGlobalDiscoveryService(b, "global-discovery-service",
-			"--listen="+harness.Addr(port), "--pool-discovery=mcs",
+			"--http-addr="+harness.Addr(port), "--pool-discovery=mcs",
 			"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 		gds.WaitHTTP(b, base+"/readyz", 2*time.Minute)
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-ready")

@@ -90,7 +90,7 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 	port := harness.FreePort(t)
 	base := "http://" + harness.Addr(port)
 	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
-		"--listen="+harness.Addr(port), "--pool-discovery=mcs",
+		"--http-addr="+harness.Addr(port), "--pool-discovery=mcs",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	gds.WaitHTTP(t, base+"/readyz", 30*time.Second)
 
@@ -164,7 +164,7 @@ func TestGlobalDiscoveryServiceMCS(t *testing.T) {
 	// A router port name that does not exist: no routers, and a log line naming it.
 	port2 := harness.FreePort(t)
 	wrong := cl.StartGlobalDiscoveryService(t, "global-discovery-service-wrong-port",
-		"--listen="+harness.Addr(port2), "--pool-discovery=mcs",
+		"--http-addr="+harness.Addr(port2), "--pool-discovery=mcs",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=grpc")
 	wrong.WaitHTTP(t, "http://"+harness.Addr(port2)+"/readyz", 30*time.Second)
 	waitBody(t, "http://"+harness.Addr(port2)+"/routers", `{"api_version":"gds.dynamo.nvidia.com/v1","routers":[]}`+"\n")
@@ -188,7 +188,7 @@ func TestGlobalDiscoveryServiceKarmada(t *testing.T) {
 	port := harness.FreePort(t)
 	base := "http://" + harness.Addr(port)
 	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
-		"--listen="+harness.Addr(port), "--pool-discovery=karmada",
+		"--http-addr="+harness.Addr(port), "--pool-discovery=karmada",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	gds.WaitHTTP(t, base+"/readyz", 30*time.Second)
 	waitBody(t, base+"/pools", `{"api_version":"gds.dynamo.nvidia.com/v1","pools":[`+
@@ -263,7 +263,7 @@ func TestGlobalDiscoveryServiceKubeconfigLoading(t *testing.T) {
 	// The harness passes its own --kubeconfig; an empty one after it (the last wins) leaves
 	// the service to $KUBECONFIG.
 	gds := cl.StartGlobalDiscoveryService(t, "global-discovery-service",
-		"--listen="+harness.Addr(port), "--pool-discovery=mcs", "--kubeconfig=",
+		"--http-addr="+harness.Addr(port), "--pool-discovery=mcs", "--kubeconfig=",
 		"--router-namespace=global-discovery", "--router-service=global-router", "--router-port-name=http")
 	gds.WaitHTTP(t, "http://"+harness.Addr(port)+"/readyz", 30*time.Second)
 }

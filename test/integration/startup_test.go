@@ -45,7 +45,7 @@ func TestControllerRefusesV1alpha1OnlyCRDs(t *testing.T) {
 	cmd := exec.Command(harness.Binary(t, "mcs-controller"), "--kubeconfig="+cl.Kubeconfig,
 		"--registry-url=http://127.0.0.1:1", "--registry-allow-insecure-http",
 		"--clusterset-id=prod", "--cluster-id=a", "--region=r", "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address="+harness.Addr(harness.FreePort(t)))
+		"--metrics-addr=0", "--health-probe-addr="+harness.Addr(harness.FreePort(t)))
 	done := make(chan struct{})
 	var out []byte
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -18,7 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
-	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/version"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 )
@@ -36,8 +35,6 @@ type globals struct {
 	registryCAFile   string
 	registryCertFile string
 	registryKeyFile  string
-	// aliases maps each deprecated flag name to the name that replaced it.
-	aliases map[string]string
 }
 
 // registryData is what describe and delete-cluster need: the DynamoDB store itself, or a
@@ -55,17 +52,17 @@ func (g *globals) check(cmd *cobra.Command) error {
 	if g.registryURL == "" {
 		for _, f := range []string{"registry-tls-ca-file", "registry-tls-cert-file", "registry-tls-key-file", "registry-ca-file", "registry-cert-file", "registry-key-file"} {
 			if cmd.Flags().Changed(f) {
-				return usageErrorf("--%s: only used with --registry-url", f)
+				return command.Usagef("--%s: only used with --registry-rest-url", f)
 			}
 		}
 		if g.store != "dynamodb" {
-			return usageErrorf("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-url", g.store)
+			return command.Usagef("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-rest-url", g.store)
 		}
 		return nil
 	}
 	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
 		if cmd.Flags().Changed(f) {
-			return usageErrorf("--%s: names a DynamoDB table, but --registry-url works through a running registry; give one or the other", f)
+			return command.Usagef("--%s: names a DynamoDB table, but --registry-rest-url works through a running registry; give one or the other", f)
 		}
 	}
 	return nil
@@ -77,7 +74,7 @@ func (g *globals) data(ctx context.Context) (registryData, string, error) {
 		c, err := registryrest.New(registryrest.Options{URL: g.registryURL, CAFile: g.registryCAFile, CertFile: g.registryCertFile, KeyFile: g.registryKeyFile})
 		if err != nil {
 			// New dials nothing: what it refuses is the flags' values.
-			return nil, "", usageError{err}
+			return nil, "", command.AsUsage(err)
 		}
 		return c, "registry " + g.registryURL, nil
 	}
@@ -91,38 +88,31 @@ func (g *globals) data(ctx context.Context) (registryData, string, error) {
 // New returns the root command.
 func New() *cobra.Command {
 	g := &globals{}
-	root := &cobra.Command{
-		Use:   "mcs-admin",
-		Short: "Operator commands for the global-discovery-mcs registry store",
-		Long: `mcs-admin works on the registry's DynamoDB table directly, with the AWS credentials of
+	root := command.NewRoot("mcs-admin", "Operator commands for the global-discovery-mcs registry store",
+		`mcs-admin works on the registry's DynamoDB table directly, with the AWS credentials of
 the default chain (environment, shared config, IRSA, EKS Pod Identity).
 
-With --registry-url it works through a running registry's REST port instead, whatever its
-store (the memory store lives inside one mcs-registry process): describe and delete-cluster.
-A registry with --client-ca-file needs --registry-tls-cert-file/--registry-tls-key-file of an admin
-identity (spiffe://<trust-domain>/admin) for delete-cluster and other clustersets.`,
-		Example: `  mcs-admin --region=us-east-1 describe --clusterset-id=prod
-  mcs-admin --registry-url=http://localhost:8080 describe --clusterset-id=prod
-  mcs-admin --registry-url=https://mcs-registry.example.internal:8080 --registry-tls-ca-file=ca.crt \
-    --registry-tls-cert-file=admin.crt --registry-tls-key-file=admin.key delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
-		Version:       version.String(),
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			g.warnDeprecated(cmd)
-			return g.check(cmd)
-		},
-	}
-	root.PersistentFlags().StringVar(&g.store, "store", "dynamodb", "The registry store whose table to work on: dynamodb (for any store, use --registry-url).")
+With --registry-rest-url it works through a running registry's REST port instead, whatever
+its store (the memory store lives inside one mcs-registry process): describe and
+delete-cluster. A registry with --client-ca-file needs --registry-tls-cert-file and
+--registry-tls-key-file of an admin identity (spiffe://<trust-domain>/admin) for
+delete-cluster and other clustersets.`)
+	root.Example = `  mcs-admin --region=us-east-1 describe --clusterset-id=prod
+  mcs-admin --registry-rest-url=http://localhost:8080 describe --clusterset-id=prod
+  mcs-admin --registry-rest-url=https://mcs-registry.example.internal:8080 --registry-tls-ca-file=ca.crt \
+    --registry-tls-cert-file=admin.crt --registry-tls-key-file=admin.key delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return g.check(cmd) }
+	root.PersistentFlags().StringVar(&g.store, "store", "dynamodb", "The registry store whose table to work on: dynamodb (for any store, use --registry-rest-url).")
 	root.PersistentFlags().StringVar(&g.region, "region", "", "AWS region of the table; empty: AWS_REGION.")
 	root.PersistentFlags().StringVar(&g.table, "table", DefaultTable, "DynamoDB table of the registry.")
 	root.PersistentFlags().StringVar(&g.endpointURL, "endpoint-url", "", "DynamoDB endpoint, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
-	root.PersistentFlags().StringVar(&g.registryURL, "registry-url", "", "Work through this running registry's REST port (http(s)://host:8080) instead of the table: describe and delete-cluster, any store.")
+	// The controller's --registry-rest-url is the gRPC port: this one has its own name, the
+	// earlier one stays as a deprecated alias.
+	alias(root.PersistentFlags(), &g.registryURL, "registry-rest-url", "registry-url", "Work through this running registry's REST port (http(s)://host:8080) instead of the table: describe and delete-cluster, any store.")
 	// The names mcs-controller gives the same files; the earlier names stay as deprecated aliases.
-	g.alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-url: PEM CA bundle that verifies the registry; empty: the system roots.")
-	g.alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-url: PEM client certificate, for a registry with --client-ca-file.")
-	g.alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-url: PEM key of --registry-tls-cert-file.")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-rest-url: PEM CA bundle that verifies the registry; empty: the system roots.")
+	alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-rest-url: PEM client certificate, for a registry with --client-ca-file.")
+	alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-rest-url: PEM key of --registry-tls-cert-file.")
 	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g), deleteExportCmd(g))
 	return root
 }
@@ -130,49 +120,14 @@ identity (spiffe://<trust-domain>/admin) for delete-cluster and other clusterset
 // Main runs the command line and returns the exit code: 0, 1 for a runtime error, 2 for a
 // usage error (a flag, its value, an argument or a command).
 func Main(args []string, stdout, stderr io.Writer) int {
-	root := New()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "mcs-admin: %v\n", err)
-		var u usageError
-		if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") {
-			fmt.Fprintln(stderr, "Run 'mcs-admin --help' for usage.")
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return command.Execute(context.Background(), New(), args, stdout, stderr)
 }
-
-// usageError is a mistake in the command line: exit code 2.
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
-func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 // alias defines a string flag and an earlier name for it, deprecated: using it works and
-// says on standard error which name to use (pflag's own notice goes to standard output,
-// into -o json).
-func (g *globals) alias(fs *pflag.FlagSet, p *string, name, old, usage string) {
+// says on standard error which name to use.
+func alias(fs *pflag.FlagSet, p *string, name, old, usage string) {
 	fs.StringVar(p, name, "", usage)
-	fs.StringVar(p, old, "", usage)
-	_ = fs.MarkHidden(old)
-	if g.aliases == nil {
-		g.aliases = map[string]string{}
-	}
-	g.aliases[old] = name
-}
-
-// warnDeprecated tells, on standard error, which deprecated names the command line used.
-func (g *globals) warnDeprecated(cmd *cobra.Command) {
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if name, ok := g.aliases[f.Name]; ok {
-			fmt.Fprintf(cmd.ErrOrStderr(), "Flag --%s is deprecated, use --%s\n", f.Name, name)
-		}
-	})
+	command.Alias(fs, name, old)
 }
 
 func (g *globals) client(ctx context.Context) (*dynamodb.Client, string, error) {

@@ -13,13 +13,13 @@ func TestFlagChecks(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"--store=memory", "describe", "--clusterset=prod"}, `--store "memory": mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-url`},
-		{[]string{"--registry-url=http://localhost:1", "--table=t", "describe", "--clusterset=prod"}, "--table: names a DynamoDB table, but --registry-url works through a running registry"},
-		{[]string{"--registry-url=http://localhost:1", "--region=us-east-1", "describe", "--clusterset=prod"}, "--region: names a DynamoDB table"},
+		{[]string{"--store=memory", "describe", "--clusterset=prod"}, `--store "memory": mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-rest-url`},
+		{[]string{"--registry-rest-url=http://localhost:1", "--table=t", "describe", "--clusterset=prod"}, "--table: names a DynamoDB table, but --registry-rest-url works through a running registry"},
+		{[]string{"--registry-rest-url=http://localhost:1", "--region=us-east-1", "describe", "--clusterset=prod"}, "--region: names a DynamoDB table"},
 		{[]string{"--registry-url=http://localhost:1", "--store=dynamodb", "describe", "--clusterset=prod"}, "--store: names a DynamoDB table"},
-		{[]string{"--registry-ca-file=ca.crt", "describe", "--clusterset=prod"}, "--registry-ca-file: only used with --registry-url"},
-		{[]string{"--registry-url=http://localhost:1", "create-table"}, "--registry-url: create-table works on DynamoDB directly"},
-		{[]string{"--registry-url=localhost:8080", "describe", "--clusterset=prod"}, `--registry-url "localhost:8080": must be like https://`},
+		{[]string{"--registry-ca-file=ca.crt", "describe", "--clusterset=prod"}, "--registry-ca-file: only used with --registry-rest-url"},
+		{[]string{"--registry-url=http://localhost:1", "create-table"}, "--registry-rest-url: create-table works on DynamoDB directly"},
+		{[]string{"--registry-url=localhost:8080", "describe", "--clusterset=prod"}, `--registry-rest-url "localhost:8080": must be like https://`},
 		{[]string{"--registry-url=http://localhost:1", "delete-cluster", "--clusterset=prod", "--cluster=a"}, "add --yes to do it"},
 		{[]string{"--registry-url=http://localhost:1", "describe", "--clusterset=prod", "-o", "xml"}, `-o "xml": must be table, json or yaml`},
 	}

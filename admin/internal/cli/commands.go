@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 )
@@ -25,7 +26,7 @@ func createTableCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.registryURL != "" {
-				return usageErrorf("--registry-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
+				return command.Usagef("--registry-rest-url: create-table works on DynamoDB directly, not through a registry; give --table and --region")
 			}
 			ctx := cmd.Context()
 			c, region, err := g.client(ctx)
@@ -72,14 +73,14 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 		Use:   "delete-cluster",
 		Short: "Remove a cluster that will not return, with all its exports and endpoints",
 		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes
-  mcs-admin --registry-url=http://localhost:8080 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
+  mcs-admin --registry-rest-url=http://localhost:8080 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" || cluster == "" {
-				return usageErrorf("--clusterset-id and --cluster-id: both required")
+				return command.Usagef("--clusterset-id and --cluster-id: both required")
 			}
 			if !yes {
-				return usageErrorf("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
+				return command.Usagef("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
 			}
 			ctx := cmd.Context()
 			data, where, err := g.data(ctx)
@@ -97,8 +98,8 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
-	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
+	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }
@@ -113,18 +114,18 @@ func deleteExportCmd(g *globals) *cobra.Command {
 describe lists under UNREADABLE: every read skips it, and it stays until removed. An export
 the cluster's controller still has is written again at its next sync.`,
 		Example: `  mcs-admin --store=dynamodb --region=us-east-1 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes
-  mcs-admin --registry-url=http://localhost:8080 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes`,
+  mcs-admin --registry-rest-url=http://localhost:8080 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if clusterset == "" || cluster == "" {
-				return usageErrorf("--clusterset-id and --cluster-id: both required")
+				return command.Usagef("--clusterset-id and --cluster-id: both required")
 			}
 			ns, name, ok := strings.Cut(args[0], "/")
 			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-				return usageErrorf("%q: want the Service as NAMESPACE/NAME", args[0])
+				return command.Usagef("%q: want the Service as NAMESPACE/NAME", args[0])
 			}
 			if !yes {
-				return usageErrorf("this removes the export of %s by cluster %s from clusterset %s; add --yes to do it", args[0], cluster, clusterset)
+				return command.Usagef("this removes the export of %s by cluster %s from clusterset %s; add --yes to do it", args[0], cluster, clusterset)
 			}
 			ctx := cmd.Context()
 			data, where, err := g.data(ctx)
@@ -142,8 +143,8 @@ the cluster's controller still has is written again at its next sync.`,
 			return nil
 		},
 	}
-	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
-	g.alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The exporting cluster (required).")
+	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
+	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The exporting cluster (required).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
 // Description is what describe prints as JSON or YAML.
@@ -122,14 +124,14 @@ func describeCmd(g *globals) *cobra.Command {
 		Short: "List a clusterset's clusters with their lease states, the exports and their endpoint sets",
 		Example: `  mcs-admin --store=dynamodb --region=us-east-1 describe --clusterset-id=prod
   mcs-admin --region=us-east-1 describe --clusterset-id=prod -o yaml
-  mcs-admin --registry-url=http://localhost:8080 describe --clusterset-id=prod`,
+  mcs-admin --registry-rest-url=http://localhost:8080 describe --clusterset-id=prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clusterset == "" {
-				return usageErrorf("--clusterset-id: required")
+				return command.Usagef("--clusterset-id: required")
 			}
 			if output != "table" && output != "json" && output != "yaml" {
-				return usageErrorf("-o %q: must be table, json or yaml", output)
+				return command.Usagef("-o %q: must be table, json or yaml", output)
 			}
 			ctx := cmd.Context()
 			data, _, err := g.data(ctx)
@@ -143,7 +145,7 @@ func describeCmd(g *globals) *cobra.Command {
 			return printDescription(cmd.OutOrStdout(), d, output)
 		},
 	}
-	g.alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
+	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp

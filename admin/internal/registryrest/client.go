@@ -50,16 +50,16 @@ type Client struct {
 func New(opts Options) (*Client, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("--registry-url %q: must be like https://mcs-registry.example.internal:8080 (the registry's REST port)", opts.URL)
+		return nil, fmt.Errorf("--registry-rest-url %q: must be like https://mcs-registry.example.internal:8080 (the registry's REST port)", opts.URL)
 	}
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
-		return nil, fmt.Errorf("--registry-url %q: must have no path or query", opts.URL)
+		return nil, fmt.Errorf("--registry-rest-url %q: must have no path or query", opts.URL)
 	}
 	if (opts.CertFile == "") != (opts.KeyFile == "") {
 		return nil, errors.New("--registry-tls-cert-file and --registry-tls-key-file: give both or neither")
 	}
 	if u.Scheme == "http" && (opts.CAFile != "" || opts.CertFile != "") {
-		return nil, fmt.Errorf("--registry-url %q: TLS files are given but the URL is http://; use https://", opts.URL)
+		return nil, fmt.Errorf("--registry-rest-url %q: TLS files are given but the URL is http://; use https://", opts.URL)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if u.Scheme == "https" {

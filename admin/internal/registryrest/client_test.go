@@ -21,7 +21,7 @@ func TestNewOptions(t *testing.T) {
 	}{
 		{"plain http", Options{URL: "http://localhost:8080"}, ""},
 		{"https with system roots", Options{URL: "https://mcs-registry.example.internal:8080/"}, ""},
-		{"no scheme", Options{URL: "localhost:8080"}, "--registry-url \"localhost:8080\": must be like https://"},
+		{"no scheme", Options{URL: "localhost:8080"}, "--registry-rest-url \"localhost:8080\": must be like https://"},
 		{"grpc scheme", Options{URL: "grpc://localhost:9090"}, "must be like https://"},
 		{"a path", Options{URL: "https://r:8080/v1"}, "must have no path or query"},
 		{"cert without key", Options{URL: "https://r:8080", CertFile: "a.crt"}, "--registry-tls-cert-file and --registry-tls-key-file: give both or neither"},

@@ -10,15 +10,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/cleanup"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
 // CleanupOptions are the flags of "mcs-controller cleanup".
 type CleanupOptions struct {
-	Kubeconfig          string
-	namespaces          stringList
-	leNS, leID          string
-	wait                time.Duration
-	LogLevel, LogFormat string
+	Kubeconfig string
+	namespaces stringList
+	leNS, leID string
+	wait       time.Duration
+	Logging    command.Logging
 }
 
 // AddFlags defines the flags of "mcs-controller cleanup" on fs.
@@ -28,8 +29,7 @@ func (o *CleanupOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.leNS, "leader-election-namespace", "", "Namespace of the controller's leader-election Lease; empty: $POD_NAMESPACE, else mcs-system.")
 	fs.StringVar(&o.leID, "leader-election-id", defaultLeaderElectionID, "Name of the controller's leader-election Lease; empty: do not wait for it.")
 	fs.DurationVar(&o.wait, "wait", 2*time.Minute, "How long to wait for the controller to release its leader-election Lease before giving up.")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	fs.StringVar(&o.LogFormat, "log-format", "json", "Log format: json or text.")
+	o.Logging.AddFlags(fs)
 }
 
 // Cleanup removes what the controller wrote into the cluster, for an uninstall, once the

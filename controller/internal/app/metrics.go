@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/version"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 )
 
 // metrics of the controller, registered on controller-runtime's registry.
@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_build_info",
 		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
-	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, goruntime.Version()).Set(1)
+	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, goruntime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
 	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused)
 	return m

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
 // Options are mcs-controller's flags; AddFlags defines them and Validate checks them.
@@ -34,8 +35,7 @@ type Options struct {
 	metricsSecure       bool
 	metricsCertDir      string
 	probeAddr           string
-	LogLevel            string
-	LogFormat           string
+	Logging             command.Logging
 	failbackMin         time.Duration
 	failbackMax         time.Duration
 	registryCallTimeout time.Duration
@@ -44,7 +44,6 @@ type Options struct {
 	importDeletionDelay time.Duration
 	importWorkers       int
 	verifyEvery         int
-	ShowVersion         bool
 }
 
 // AddFlags defines the flags on fs (docs/configuration.md lists each one).
@@ -67,10 +66,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.leaderLeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader holds the Lease without renewing it.")
 	fs.DurationVar(&o.leaderRenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader retries renewing before it steps down.")
 	fs.DurationVar(&o.leaderRetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to take the Lease.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of /metrics; 0 disables it.")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "Address of /metrics; 0 disables it.")
+	command.Alias(fs, "metrics-addr", "metrics-bind-address")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve /metrics over HTTPS, only to clients whose Kubernetes token may get /metrics (TokenReview and SubjectAccessReview), as kubebuilder's default (use :8443 with it).")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "With --metrics-secure: a directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.StringVar(&o.probeAddr, "health-probe-addr", ":8081", "Address of /healthz and /readyz.")
+	command.Alias(fs, "health-probe-addr", "health-probe-bind-address")
 	fs.DurationVar(&o.failbackMin, "registry-failback-min-interval", 15*time.Second, "After a failover, first wait before probing the earlier registry URLs again.")
 	fs.DurationVar(&o.failbackMax, "registry-failback-max-interval", 2*time.Minute, "Longest wait between failback probes.")
 	fs.DurationVar(&o.registryCallTimeout, "registry-call-timeout", 10*time.Second, "Timeout of one registry call on one URL before the next URL is tried.")
@@ -79,9 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
 	fs.IntVar(&o.importWorkers, "import-workers", 8, "ServiceImports reconciled at once (1 to 64).")
 	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	fs.StringVar(&o.LogFormat, "log-format", "json", "Log format: json or text.")
-	fs.BoolVar(&o.ShowVersion, "version", false, "Print the version and exit.")
+	o.Logging.AddFlags(fs)
 }
 
 // Validate checks the flags' values: an error is a usage error.

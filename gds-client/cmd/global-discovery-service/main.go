@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,19 +26,24 @@ import (
 
 	"github.com/ai-dynamo/global-discovery-mcs/gds-client/discovery"
 	"github.com/ai-dynamo/global-discovery-mcs/gds-client/httpapi"
-	"github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := command.Execute(ctx, newCommand(os.Stderr), os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
-// run returns the exit code: 0, 1 for a runtime error, 2 for a usage error (a flag or
-// its value); --help prints the flags on stdout and exits 0.
-func run(args []string) int {
-	fs := pflag.NewFlagSet("global-discovery-service", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	listen := fs.String("listen", "0.0.0.0:8080", "Address to serve /pools, /routers, /healthz, /readyz and /metrics on.")
+// newCommand is global-discovery-service's command line; the logs go to logs.
+func newCommand(logs io.Writer) *cobra.Command {
+	root := command.NewRoot("global-discovery-service",
+		"global-discovery-service serves the Global Router pools and replicas of imported EndpointSlices.", "")
+	fs := root.Flags()
+	addr := fs.String("http-addr", "0.0.0.0:8080", "Address to serve /pools, /routers, /healthz, /readyz and /metrics on.")
+	command.Alias(fs, "http-addr", "listen")
 	mode := fs.String("pool-discovery", "mcs", "Whose imports to read: mcs (mcs-controller) or karmada.")
 	var cfg discovery.Config
 	fs.StringVar(&cfg.RouterNamespace, "router-namespace", "", "Namespace of the exported Global Router Service. Required with --pool-discovery mcs.")
@@ -46,78 +51,54 @@ func run(args []string) int {
 	fs.StringVar(&cfg.RouterPortName, "router-port-name", "", "Name of the router Service's TCP port that PoolRelays connect to. Required with --pool-discovery mcs.")
 	fs.StringVar(&cfg.PoolServiceSuffix, "pool-service-suffix", discovery.DefaultPoolServiceSuffix, "Suffix of each pool's PoolRelay Service name, <dgd><suffix>.")
 	kubeconfig := fs.String("kubeconfig", "", "Kubeconfig file; empty: the files of $KUBECONFIG (a list), else ~/.kube/config, else the in-cluster configuration.")
-	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
-	logFormat := fs.String("log-format", "json", "Log format: json or text.")
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Printf("global-discovery-service serves the Global Router pools and replicas of imported EndpointSlices.\n\nUsage:\n  global-discovery-service [flags]\n\nFlags:\n%s", fs.FlagUsages())
-			return 0
+	var logging command.Logging
+	logging.AddFlags(fs)
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		log, err := logging.Logger(cmd, logs)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\nRun 'global-discovery-service --help' for the flags.\n", err)
-		return 2
+		// client-go's informers log through klog: into the same stream, not as text lines.
+		klog.SetSlogLogger(log)
+		cfg.Mode = discovery.Mode(*mode)
+		if err := cfg.Validate(); err != nil {
+			return command.AsUsage(err)
+		}
+		return serve(cmd.Context(), cfg, *addr, *kubeconfig, log)
 	}
-	if *showVersion {
-		fmt.Println("global-discovery-service", version.String())
-		return 0
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: --log-level: %v\n", err)
-		return 2
-	}
-	var handler slog.Handler
-	switch *logFormat {
-	case "json":
-		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	case "text":
-		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	default:
-		fmt.Fprintf(os.Stderr, "global-discovery-service: --log-format: %q must be json or text\n", *logFormat)
-		return 2
-	}
-	log := slog.New(handler).With("version", version.Version)
-	// client-go's informers log through klog: into the same stream, not as text lines.
-	klog.SetSlogLogger(log)
-	cfg.Mode = discovery.Mode(*mode)
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", err)
-		return 2
-	}
-	restCfg, err := loadConfig(*kubeconfig)
+	return root
+}
+
+// serve runs the discovery and its HTTP API until ctx ends or either fails.
+func serve(ctx context.Context, cfg discovery.Config, addr, kubeconfig string, log *slog.Logger) error {
+	restCfg, err := loadConfig(kubeconfig)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: kubeconfig: %v\n", err)
-		return 1
+		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", err)
-		return 1
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gds_build_info",
 		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
-	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
+	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
 	m := httpapi.NewMetrics(reg)
 	d, err := discovery.New(cfg, cs, log, m.Observer())
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", err)
-		return 2
+		return command.AsUsage(err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	lis, err := net.Listen("tcp", *listen)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: --listen: %v\n", err)
-		return 1
+		return fmt.Errorf("--http-addr: %w", err)
 	}
 	srv := &http.Server{Handler: httpapi.Handler(d, m), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- d.Run(ctx) }()
 	go func() { errc <- srv.Serve(lis) }()
-	log.Info("global-discovery-service serving", "listen", lis.Addr().String(), "pool_discovery", cfg.Mode,
+	log.Info("global-discovery-service serving", "http_addr", lis.Addr().String(), "pool_discovery", cfg.Mode,
 		"router", cfg.RouterNamespace+"/"+cfg.RouterService, "router_port_name", cfg.RouterPortName, "pool_service_suffix", cfg.PoolServiceSuffix)
 	var runErr error
 	select {
@@ -128,10 +109,9 @@ func run(args []string) int {
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		fmt.Fprintf(os.Stderr, "global-discovery-service: %v\n", runErr)
-		return 1
+		return runErr
 	}
-	return 0
+	return nil
 }
 
 // loadConfig loads the kubeconfig the way kubectl does: --kubeconfig, else the files of

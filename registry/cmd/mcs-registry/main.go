@@ -4,34 +4,32 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
+	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/app"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/version"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := command.Execute(ctx, newCommand(os.Stderr), os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run returns the exit code: 0, 1 for a runtime error, 2 for a usage error (a flag or
-// its value); --help prints the flags on stdout and exits 0.
-func run(args []string) int {
+// newCommand is mcs-registry's command line; the logs go to logs.
+func newCommand(logs io.Writer) *cobra.Command {
 	var cfg app.Config
-	fs := pflag.NewFlagSet("mcs-registry", pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	var logging command.Logging
+	root := command.NewRoot("mcs-registry", "mcs-registry serves the registry of a Multi-Cluster Services clusterset.", "")
+	fs := root.Flags()
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", ":9090", "Address of the gRPC listener.")
 	fs.StringVar(&cfg.RESTAddr, "rest-addr", ":8080", "Address of the REST (JSON) listener.")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", ":9091", "Address of the admin listener: /metrics, /healthz, /readyz. Always plaintext.")
@@ -56,51 +54,21 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", app.DefaultIdleTimeout, "A gRPC or REST connection with no call for this long is closed.")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", app.DefaultMaxConnections, "Most connections open at once on each of the gRPC and REST listeners; more wait to be accepted.")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "How long a graceful shutdown waits for in-flight requests.")
-	logLevel := fs.String("log-level", "info", "Log level: debug, info, warn or error.")
-	logFormat := fs.String("log-format", "json", "Log format: json or text.")
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Printf("mcs-registry serves the registry of a Multi-Cluster Services clusterset.\n\nUsage:\n  mcs-registry [flags]\n\nFlags:\n%s", fs.FlagUsages())
-			return 0
+	logging.AddFlags(fs)
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		for _, a := range strings.Split(*admins, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				cfg.AdminIdentities = append(cfg.AdminIdentities, a)
+			}
 		}
-		fmt.Fprintf(os.Stderr, "mcs-registry: %v\nRun 'mcs-registry --help' for the flags.\n", err)
-		return 2
-	}
-	for _, a := range strings.Split(*admins, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.AdminIdentities = append(cfg.AdminIdentities, a)
+		log, err := logging.Logger(cmd, logs)
+		if err != nil {
+			return err
 		}
+		if err := cfg.Validate(); err != nil {
+			return command.AsUsage(err)
+		}
+		return app.Run(cmd.Context(), cfg, log)
 	}
-	if *showVersion {
-		fmt.Println("mcs-registry", version.String())
-		return 0
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "mcs-registry: --log-level: %v\n", err)
-		return 2
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch *logFormat {
-	case "json":
-		log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	case "text":
-		log = slog.New(slog.NewTextHandler(os.Stderr, opts))
-	default:
-		fmt.Fprintf(os.Stderr, "mcs-registry: --log-format: %q must be json or text\n", *logFormat)
-		return 2
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "mcs-registry: %v\n", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := app.Run(ctx, cfg, log.With("version", version.Version)); err != nil {
-		fmt.Fprintf(os.Stderr, "mcs-registry: %v\n", err)
-		return 1
-	}
-	return 0
+	return root
 }

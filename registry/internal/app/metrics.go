@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/version"
 )
 
 // metrics are the registry's Prometheus metrics, registered on the process's own registry.
@@ -97,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_build_info",
 		Help: "Always 1; the labels say what the binary was built from.",
 	}, []string{"version", "commit", "build_date", "go_version"})
-	buildInfo.WithLabelValues(version.Version, version.Commit, version.BuildDate, runtime.Version()).Set(1)
+	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
 	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled)
 	return m

@@ -1,13 +1,14 @@
-// Package version holds what the build was made from, set by the linker
-// (hack/build-binaries.sh): -X github.com/ai-dynamo/global-discovery-mcs/gds-client/internal/version.Version=v1.2.3
-// and likewise Commit and BuildDate.
-package version
+// Package buildinfo holds what a binary was built from, set by the linker
+// (hack/build-binaries.sh): -X github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo.Version=v1.2.3
+// and likewise Commit and BuildDate. Every binary of the project reads it from here.
+package buildinfo
 
 import (
 	"fmt"
 	"runtime"
 )
 
+// Set by the linker; variables because -X can only set package-level strings.
 var (
 	// Version is the release this binary was built from; "dev" for a local build.
 	Version = "dev"
