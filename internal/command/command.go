@@ -93,25 +93,47 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
 	var u UsageError
-	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") {
+	if errors.As(err, &u) || isCobraUsage(err.Error()) {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", root.Name())
 		return 2
 	}
 	return 1
 }
 
+// isCobraUsage tells cobra's own command-line errors, which it does not type: an unknown
+// command or flag, a required flag not given, flags of an exclusive group given together.
+func isCobraUsage(msg string) bool {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag(s)", "if any flags in the group",
+		"accepts ", "requires at least ", "requires at most "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // Alias adds old as a hidden, deprecated name of the flag name, already defined in fs:
-// both set the same value; using old works and says on standard error which name to use.
+// setting old sets name (so cobra's required flags and flag groups see name as given);
+// using old works and says which name to use.
 func Alias(fs *pflag.FlagSet, name, old string) {
 	f := fs.Lookup(name)
 	if f == nil {
 		panic("command.Alias: no flag --" + name)
 	}
 	fs.AddFlag(&pflag.Flag{
-		Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
+		Name: old, Usage: f.Usage, Value: aliasValue{Value: f.Value, fs: fs, name: name}, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
 		Hidden: true, Annotations: map[string][]string{replacedBy: {name}},
 	})
 }
+
+// aliasValue sets the flag it stands for through its flag set, which marks it changed.
+type aliasValue struct {
+	pflag.Value
+	fs   *pflag.FlagSet
+	name string
+}
+
+func (a aliasValue) Set(v string) error { return a.fs.Set(a.name, v) }
 
 // usedAliases returns the deprecated aliases the command line used, as [old, new] pairs.
 func usedAliases(cmd *cobra.Command) [][2]string {

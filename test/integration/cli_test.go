@@ -45,7 +45,7 @@ func TestCommandLines(t *testing.T) {
 			{[]string{"--help"}, 0, "--registry-tls-ca-file"},
 			{[]string{"--version"}, 0, "(commit "},
 			{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
-			{[]string{"describe"}, 2, "--clusterset-id: required"},
+			{[]string{"describe"}, 2, `required flag(s) "clusterset-id" not set`},
 			{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
 			{[]string{"completion", "zsh"}, 0, "zsh completion"},
 			{[]string{"--registry-url=localhost:8080", "describe", "--clusterset-id=prod"}, 2, "Flag --registry-url is deprecated, use --registry-rest-url"},

@@ -47,7 +47,7 @@ type registryData interface {
 	DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error)
 }
 
-// check refuses flag combinations that name two different places to work on.
+// check refuses TLS flags without a registry, and a store mcs-admin cannot reach.
 func (g *globals) check(cmd *cobra.Command) error {
 	if g.registryURL == "" {
 		for _, f := range []string{"registry-tls-ca-file", "registry-tls-cert-file", "registry-tls-key-file", "registry-ca-file", "registry-cert-file", "registry-key-file"} {
@@ -58,14 +58,19 @@ func (g *globals) check(cmd *cobra.Command) error {
 		if g.store != "dynamodb" {
 			return command.Usagef("--store %q: mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-rest-url", g.store)
 		}
-		return nil
 	}
-	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
-		if cmd.Flags().Changed(f) {
-			return command.Usagef("--%s: names a DynamoDB table, but --registry-rest-url works through a running registry; give one or the other", f)
+	// --registry-rest-url excludes the table's flags: cobra's flag groups (New).
+	return nil
+}
+
+// required marks flags of cmd as required (cobra checks them, their deprecated aliases
+// included).
+func required(cmd *cobra.Command, names ...string) {
+	for _, n := range names {
+		if err := cmd.MarkFlagRequired(n); err != nil {
+			panic(err) // a flag this package did not define
 		}
 	}
-	return nil
 }
 
 // data returns the store or the registry the flags name, and how to name it in messages.
@@ -113,6 +118,10 @@ delete-cluster and other clustersets.`)
 	alias(root.PersistentFlags(), &g.registryCAFile, "registry-tls-ca-file", "registry-ca-file", "With an https --registry-rest-url: PEM CA bundle that verifies the registry; empty: the system roots.")
 	alias(root.PersistentFlags(), &g.registryCertFile, "registry-tls-cert-file", "registry-cert-file", "With --registry-rest-url: PEM client certificate, for a registry with --client-ca-file.")
 	alias(root.PersistentFlags(), &g.registryKeyFile, "registry-tls-key-file", "registry-key-file", "With --registry-rest-url: PEM key of --registry-tls-cert-file.")
+	// A table or a running registry, not both.
+	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
+		root.MarkFlagsMutuallyExclusive("registry-rest-url", f)
+	}
 	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g), deleteExportCmd(g))
 	return root
 }

@@ -14,10 +14,10 @@ func TestFlagChecks(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"--store=memory", "describe", "--clusterset=prod"}, `--store "memory": mcs-admin works on the dynamodb table directly; a memory store lives inside one mcs-registry process: reach it with --registry-rest-url`},
-		{[]string{"--registry-rest-url=http://localhost:1", "--table=t", "describe", "--clusterset=prod"}, "--table: names a DynamoDB table, but --registry-rest-url works through a running registry"},
-		{[]string{"--registry-rest-url=http://localhost:1", "--region=us-east-1", "describe", "--clusterset=prod"}, "--region: names a DynamoDB table"},
-		{[]string{"--registry-url=http://localhost:1", "--store=dynamodb", "describe", "--clusterset=prod"}, "--store: names a DynamoDB table"},
-		{[]string{"--registry-ca-file=ca.crt", "describe", "--clusterset=prod"}, "--registry-ca-file: only used with --registry-rest-url"},
+		{[]string{"--registry-rest-url=http://localhost:1", "--table=t", "describe", "--clusterset=prod"}, "if any flags in the group [registry-rest-url table] are set none of the others can be"},
+		{[]string{"--registry-rest-url=http://localhost:1", "--region=us-east-1", "describe", "--clusterset=prod"}, "if any flags in the group [registry-rest-url region] are set none of the others can be"},
+		{[]string{"--registry-url=http://localhost:1", "--store=dynamodb", "describe", "--clusterset=prod"}, "if any flags in the group [registry-rest-url store] are set none of the others can be"},
+		{[]string{"--registry-ca-file=ca.crt", "describe", "--clusterset=prod"}, "--registry-tls-ca-file: only used with --registry-rest-url"},
 		{[]string{"--registry-url=http://localhost:1", "create-table"}, "--registry-rest-url: create-table works on DynamoDB directly"},
 		{[]string{"--registry-url=localhost:8080", "describe", "--clusterset=prod"}, `--registry-rest-url "localhost:8080": must be like https://`},
 		{[]string{"--registry-url=http://localhost:1", "delete-cluster", "--clusterset=prod", "--cluster=a"}, "add --yes to do it"},
@@ -45,7 +45,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
 		{[]string{"describe", "extra"}, 2, "unknown command"},
-		{[]string{"--registry-url=http://localhost:1", "describe"}, 2, "--clusterset-id: required"},
+		{[]string{"--registry-url=http://localhost:1", "describe"}, 2, `required flag(s) "clusterset-id" not set`},
 		// The deprecated names reach the same settings: this fails dialling, at run time.
 		{[]string{"--registry-url=http://127.0.0.1:1", "describe", "--clusterset=prod"}, 1, "127.0.0.1:1"},
 		{[]string{"--registry-url=http://127.0.0.1:1", "delete-cluster", "--clusterset=prod", "--cluster=a", "--yes"}, 1, "127.0.0.1:1"},

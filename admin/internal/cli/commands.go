@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
@@ -43,23 +42,16 @@ func createTableCmd(g *globals) *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "creating table %s in %s\n", g.table, region)
 			}
-			deadline := time.Now().Add(wait)
-			for {
-				d, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &g.table})
-				if err != nil {
-					return fmt.Errorf("describe table %s: %w", g.table, err)
-				}
-				st := d.Table.TableStatus
-				if st == types.TableStatusActive {
-					fmt.Fprintf(out, "table %s is ACTIVE (stream %s)\n", g.table, aws.ToString(d.Table.LatestStreamArn))
-					return nil
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("table %s is still %s after %s", g.table, st, wait)
-				}
-				fmt.Fprintf(out, "  status %s, waiting...\n", st)
-				time.Sleep(2 * time.Second)
+			// The SDK's waiter: describe at once, then again with backoff until ACTIVE.
+			waiter := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) {
+				o.MinDelay, o.MaxDelay = time.Second, 10*time.Second
+			})
+			d, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: &g.table}, wait)
+			if err != nil {
+				return fmt.Errorf("table %s is not ACTIVE after %s (--wait): %w", g.table, wait, err)
 			}
+			fmt.Fprintf(out, "table %s is ACTIVE (stream %s)\n", g.table, aws.ToString(d.Table.LatestStreamArn))
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 5*time.Minute, "How long to wait for the table to become ACTIVE.")
@@ -76,9 +68,6 @@ func deleteClusterCmd(g *globals) *cobra.Command {
   mcs-admin --registry-rest-url=http://localhost:8080 delete-cluster --clusterset-id=prod --cluster-id=use1-a --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if clusterset == "" || cluster == "" {
-				return command.Usagef("--clusterset-id and --cluster-id: both required")
-			}
 			if !yes {
 				return command.Usagef("this removes cluster %s and all its exports from clusterset %s; add --yes to do it", cluster, clusterset)
 			}
@@ -100,6 +89,7 @@ func deleteClusterCmd(g *globals) *cobra.Command {
 	}
 	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
 	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The cluster id to delete (required).")
+	required(cmd, "clusterset-id", "cluster-id")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }
@@ -117,9 +107,6 @@ the cluster's controller still has is written again at its next sync.`,
   mcs-admin --registry-rest-url=http://localhost:8080 delete-export --clusterset-id=prod --cluster-id=use1-a dynamo/frontend --yes`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if clusterset == "" || cluster == "" {
-				return command.Usagef("--clusterset-id and --cluster-id: both required")
-			}
 			ns, name, ok := strings.Cut(args[0], "/")
 			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 				return command.Usagef("%q: want the Service as NAMESPACE/NAME", args[0])
@@ -145,6 +132,7 @@ the cluster's controller still has is written again at its next sync.`,
 	}
 	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset (required).")
 	alias(cmd.Flags(), &cluster, "cluster-id", "cluster", "The exporting cluster (required).")
+	required(cmd, "clusterset-id", "cluster-id")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Confirm the deletion.")
 	return cmd
 }

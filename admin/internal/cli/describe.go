@@ -127,9 +127,6 @@ func describeCmd(g *globals) *cobra.Command {
   mcs-admin --registry-rest-url=http://localhost:8080 describe --clusterset-id=prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if clusterset == "" {
-				return command.Usagef("--clusterset-id: required")
-			}
 			if output != "table" && output != "json" && output != "yaml" {
 				return command.Usagef("-o %q: must be table, json or yaml", output)
 			}
@@ -146,6 +143,7 @@ func describeCmd(g *globals) *cobra.Command {
 		},
 	}
 	alias(cmd.Flags(), &clusterset, "clusterset-id", "clusterset", "The clusterset to describe (required).")
+	required(cmd, "clusterset-id")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -367,7 +368,7 @@ func pickBool(rng *rand.Rand) *bool {
 	case 0:
 		return nil
 	case 1:
-		return ptr(true)
+		return ptr.To(true)
 	}
-	return ptr(false)
+	return ptr.To(false)
 }

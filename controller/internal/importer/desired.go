@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -166,9 +167,9 @@ func EndpointSlices(imp *registryv1.ServiceImport) []*discoveryv1.EndpointSlice 
 				if excluded[p.GetName()] {
 					continue
 				}
-				ep := discoveryv1.EndpointPort{Name: ptr(p.GetName()), Port: ptr(p.GetPort()), Protocol: ptr(protocol(p.GetProtocol()))}
+				ep := discoveryv1.EndpointPort{Name: ptr.To(p.GetName()), Port: ptr.To(p.GetPort()), Protocol: ptr.To(protocol(p.GetProtocol()))}
 				if p.GetAppProtocol() != "" {
-					ep.AppProtocol = ptr(p.GetAppProtocol())
+					ep.AppProtocol = ptr.To(p.GetAppProtocol())
 				}
 				ports = append(ports, ep)
 			}
@@ -237,10 +238,10 @@ func endpoint(e *registryv1.Endpoint) discoveryv1.Endpoint {
 		out.Conditions = discoveryv1.EndpointConditions{Ready: c.Ready, Serving: c.Serving, Terminating: c.Terminating}
 	}
 	if e.GetHostname() != "" {
-		out.Hostname = ptr(e.GetHostname())
+		out.Hostname = ptr.To(e.GetHostname())
 	}
 	if e.GetZone() != "" {
-		out.Zone = ptr(e.GetZone())
+		out.Zone = ptr.To(e.GetZone())
 	}
 	if e.GetTargetPod() != "" {
 		// The Pod lives in the source cluster: name it without a UID so consumers read the
@@ -249,5 +250,3 @@ func endpoint(e *registryv1.Endpoint) discoveryv1.Endpoint {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }

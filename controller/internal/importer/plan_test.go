@@ -6,11 +6,12 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestPlanSlices(t *testing.T) {
 	owner := &metav1.ObjectMeta{Name: "derived-x", UID: "u1"}
-	ref := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "derived-x", UID: "u1", Controller: ptr(true)}}
+	ref := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "derived-x", UID: "u1", Controller: ptr.To(true)}}
 	slice := func(name string, addr discoveryv1.AddressType, ip string) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{"l": "v"}, OwnerReferences: ref},

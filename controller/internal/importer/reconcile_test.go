@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -61,7 +62,7 @@ func routerImport(clusters ...string) *registryv1.ServiceImport {
 	for i, c := range clusters {
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: c, EndpointGroups: []*registryv1.EndpointGroup{{
 			AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-			Endpoints: []*registryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.%d.0.1", i+1)}, Conditions: &registryv1.EndpointConditions{Ready: ptr(true)}}},
+			Endpoints: []*registryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.%d.0.1", i+1)}, Conditions: &registryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		}}})
 	}
 	return imp
