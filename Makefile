@@ -26,7 +26,7 @@ GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false -trimpath
 lint generate check-generate test-unit fuzz test-integration: export CGO_ENABLED := 0
 
-.PHONY: demo e2e tools-coredns tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -35,7 +35,7 @@ all: build
 # One tool at a time. Built side by side (make -j4, the Kubernetes commands in one go build)
 # they took 25 min on a cold 2-core machine: no faster than one after the other (27.7 min,
 # 3.5 of which the service discovery promtool no longer builds).
-tools: tools-npm tools-proto tools-k8s tools-coredns tools-helm tools-promtool
+tools: tools-npm tools-proto tools-k8s tools-coredns tools-helm tools-promtool tools-golangci-lint
 
 tools-npm: node_modules/.installed
 node_modules/.installed: package.json package-lock.json api/gen/ts/package.json examples/ts/package.json
@@ -57,6 +57,10 @@ tools-helm:
 tools-promtool:
 	bash hack/build-promtool.sh
 
+# golangci-lint, pinned by tools/golangci-lint/go.mod (its checks: .golangci.yml).
+tools-golangci-lint:
+	cd tools/golangci-lint && CGO_ENABLED=0 GOWORK=off GOBIN=$(BIN) go install -trimpath tool
+
 ## Generated code ----------------------------------------------------------------------
 
 generate: tools-npm tools-proto
@@ -74,9 +78,13 @@ check-generate: generate
 
 ## Lint --------------------------------------------------------------------------------
 
-lint: tools-npm
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do (cd $$m && go vet ./...); done
+# golangci-lint (go vet, staticcheck, errcheck, gosec, revive, gofmt and import grouping
+# among its checks: .golangci.yml): the workspace's modules in one run, which loads their
+# shared dependencies once (65 s instead of 6.5 min module by module); tools/coredns with
+# its own go.mod.
+lint: tools-npm tools-golangci-lint
+	$(BIN)/golangci-lint run $(foreach m,$(MODULES),./$(m)/...)
+	cd tools/coredns && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BUF) lint
 	@bash hack/buf-breaking.sh
 

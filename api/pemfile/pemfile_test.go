@@ -63,7 +63,7 @@ func TestCertPool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(pool.Subjects()); got != tc.certs {
+			if got := len(pool.Subjects()); got != tc.certs { //nolint:staticcheck // SA1019: a pool of the file's CAs, not the system's.
 				t.Fatalf("%d certificates, want %d", got, tc.certs)
 			}
 		})

@@ -101,7 +101,7 @@ func TestConflicts(t *testing.T) {
 			if imp == nil {
 				t.Fatal("no import")
 			}
-			if got := fmt.Sprint(imp.GetConflicts()); got != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+			if got := fmt.Sprint(imp.GetConflicts()); got != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
 				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
 			}
 			if imp.GetWinningClusterId() != tc.winner {
@@ -147,7 +147,7 @@ func TestSessionAffinityConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			imp := Service(svc, []store.Export{ex("a", time.Hour, tc.old), ex("b", time.Minute, tc.newer)}, active("a", "b"), now)
-			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
 				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
 			}
 			if got := imp.GetSpec().GetSessionAffinityConfig().GetClientIpTimeoutSeconds(); got != tc.wantTimeout {
@@ -320,7 +320,7 @@ func TestPortSets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.newe), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
-			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && !(len(tc.want) == 0 && len(imp.GetConflicts()) == 0) {
+			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
 				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
 			}
 			var got []string

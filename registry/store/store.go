@@ -178,11 +178,11 @@ type Unreadable struct {
 type ChangeKind int
 
 const (
-	// ChangeCluster: a cluster was registered, renewed or deleted.
+	// ChangeCluster means a cluster was registered, renewed or deleted.
 	ChangeCluster ChangeKind = iota + 1
-	// ChangeExport: an export was written or deleted.
+	// ChangeExport means an export was written or deleted.
 	ChangeExport
-	// ChangeResync: changes may have been missed (for example a change feed restarted);
+	// ChangeResync means changes may have been missed (for example a change feed restarted);
 	// the receiver reloads the clusterset, or everything when Clusterset is empty.
 	ChangeResync
 )

@@ -86,8 +86,8 @@ func runDemo(t *testing.T, interactive, nodes bool) {
 	for {
 		pools, routers := fetch(cs.GDSURL+"/pools"), fetch(cs.GDSURL+"/routers")
 		// On nodes, every address is a real pod's, from its cluster's pod range.
-		real := !nodes || strings.Count(routers, `"address":"`+strings.TrimSuffix(cs.Members[0].PodCIDR, "0.0/16")) == 2
-		if strings.Count(pools, `"cluster_id"`) == 2 && strings.Count(routers, `"cluster_id"`) == 3 && real {
+		realPods := !nodes || strings.Count(routers, `"address":"`+strings.TrimSuffix(cs.Members[0].PodCIDR, "0.0/16")) == 2
+		if strings.Count(pools, `"cluster_id"`) == 2 && strings.Count(routers, `"cluster_id"`) == 3 && realPods {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -229,23 +229,23 @@ func shellCommands(doc string) []string {
 func splitArgs(s string) []string {
 	var out []string
 	var cur strings.Builder
-	quoted, any := false, false
+	quoted, sawAny := false, false
 	for _, c := range s {
 		switch {
 		case c == '\'':
-			quoted, any = !quoted, true
+			quoted, sawAny = !quoted, true
 		case c == ' ' && !quoted:
-			if any {
+			if sawAny {
 				out = append(out, cur.String())
 				cur.Reset()
-				any = false
+				sawAny = false
 			}
 		default:
 			cur.WriteRune(c)
-			any = true
+			sawAny = true
 		}
 	}
-	if any {
+	if sawAny {
 		out = append(out, cur.String())
 	}
 	return out

@@ -153,7 +153,7 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	// Ports below the ephemeral range (FreePort): RestartAPIServer binds the same port
 	// again, which an outgoing connection could otherwise have taken meanwhile.
 	api := env.ControlPlane.GetAPIServer()
-	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(ports.apiServer)
+	api.Address, api.Port = "127.0.0.1", strconv.Itoa(ports.apiServer)
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
 	// Owner references with blockOwnerDeletion need the owner's finalizers subresource, as
 	// on clusters that enforce it: the chart's RBAC must grant that.
@@ -167,7 +167,7 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 		if err != nil {
 			return nil, err
 		}
-		api.SecureServing.CA = ca
+		api.CA = ca
 		api.Configure().Set("bind-address", "0.0.0.0")
 		api.Configure().Set("advertise-address", HostIP)
 		api.Configure().Set("disable-admission-plugins", "")

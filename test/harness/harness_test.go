@@ -210,7 +210,8 @@ func TestKillStale(t *testing.T) {
 		t.Fatalf("KillStale killed %d processes, want 1", n)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("the stale process ended: %v", err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stale process is still running")
 	}

@@ -77,7 +77,7 @@ func (c *Cluster) Apply(tb testing.TB, objs ...*unstructured.Unstructured) {
 		o = o.DeepCopy()
 		o.SetManagedFields(nil)
 		o.SetResourceVersion("")
-		if err := c.Client.Patch(ctx, o, client.Apply, client.FieldOwner("harness"), client.ForceOwnership); err != nil {
+		if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("harness"), client.ForceOwnership); err != nil {
 			tb.Fatalf("harness: apply %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}

@@ -96,7 +96,7 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 	// replicas apply the rule a full read applies).
 	for name, w := range watches {
 		seen, bigGone := map[string]bool{}, false
-		for !(seen["good-a"] && seen["good-b"] && bigGone) {
+		for !seen["good-a"] || !seen["good-b"] || !bigGone {
 			m, err := w.Recv()
 			if err != nil {
 				t.Fatalf("the watch on replica %s: %v", name, err)

@@ -106,7 +106,7 @@ func rssMiB(pid int) float64 {
 	for _, l := range strings.Split(string(status), "\n") {
 		if strings.HasPrefix(l, "VmRSS:") {
 			var kb float64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%f", &kb)
+			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%f", &kb) // a malformed line reads as 0
 			return kb / 1024
 		}
 	}

@@ -233,7 +233,6 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	b.ReportMetric(smallLat.Seconds(), "s-small-call-during-load")
 	b.ReportMetric(cpuSeconds(reg.Pid())-cpu0, "s-cpu-load")
 	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-load")
-	reqs = nil
 
 	// The floor of the write rate: the same burst with no watch open, once the registry
 	// has settled from the load (its collector still runs for a while).

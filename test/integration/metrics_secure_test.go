@@ -85,7 +85,8 @@ func TestSecureMetrics(t *testing.T) {
 			t.Errorf("%s: %d %.200s; want %d", tc.name, code, body, tc.code)
 		}
 	}
-	if _, err := http.Get("http://" + ctl.MetricsAddr + "/metrics"); err == nil {
+	if resp, err := http.Get("http://" + ctl.MetricsAddr + "/metrics"); err == nil {
+		_ = resp.Body.Close()
 		if code, _ := get(t, "http://"+ctl.MetricsAddr+"/metrics"); code == 200 {
 			t.Error("the secure metrics port answered plain HTTP")
 		}

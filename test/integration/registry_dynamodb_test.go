@@ -169,11 +169,11 @@ func TestRegistryDynamoDBPoisonItems(t *testing.T) {
 	check("after a restart")
 }
 
-func waitMetricAtLeast(t *testing.T, addr, name string, min float64) {
+func waitMetricAtLeast(t *testing.T, addr, name string, least float64) {
 	t.Helper()
 	harness.Eventually(t, name, 20*time.Second, func() string {
 		_, body := get(t, "http://"+addr+"/metrics")
-		if v, err := harness.MetricIn(body, name); err == nil && v >= min {
+		if v, err := harness.MetricIn(body, name); err == nil && v >= least {
 			return ""
 		}
 		return grepLines(body, name)

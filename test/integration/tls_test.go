@@ -57,7 +57,8 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("clusters over TLS: %s", body)
 	}
 	// Plaintext to the TLS port fails.
-	if _, err := http.Get("http://" + reg.RESTAddr + "/v1/clustersets/prod/clusters"); err == nil {
+	if resp, err := http.Get("http://" + reg.RESTAddr + "/v1/clustersets/prod/clusters"); err == nil {
+		_ = resp.Body.Close()
 		if code, _ := get(t, "http://"+reg.RESTAddr+"/v1/clustersets/prod/clusters"); code == 200 {
 			t.Fatal("the TLS REST port answered plaintext")
 		}

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
 // TestManualOnNodes installs the chart as the manual says, on three clusters with real

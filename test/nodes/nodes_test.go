@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
 const ns = "nodes-test"

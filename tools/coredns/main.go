@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/coredns/coredns/core/dnsserver"
-
+	"github.com/coredns/coredns/coremain"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
@@ -17,8 +17,6 @@ import (
 	_ "github.com/coredns/coredns/plugin/ready"
 	_ "github.com/coredns/coredns/plugin/reload"
 	_ "github.com/coredns/coredns/plugin/whoami"
-
-	"github.com/coredns/coredns/coremain"
 
 	_ "github.com/ai-dynamo/global-discovery-mcs/tools/coredns/multicluster"
 )

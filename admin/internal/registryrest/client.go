@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"io"
 	"net/http"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 

@@ -1,3 +1,5 @@
+// Package app wires mcs-controller: its flags, the manager, the session, the import watch
+// and the reconcilers, and the uninstall cleanup.
 package app
 
 import (

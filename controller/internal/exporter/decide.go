@@ -54,7 +54,7 @@ func decideExport(in exportInput) exportAction {
 		}
 		return msg
 	}
-	if !st.Registered && !(st.Ever && !st.LeaseValid) {
+	if !st.Registered && (!st.Ever || st.LeaseValid) {
 		return exportAction{Conflict: unknownConflict, Ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown,
 			string(mcsv1beta1.ServiceExportReasonPending), cause("waiting for the cluster to register with the registry"))}
 	}

@@ -61,7 +61,6 @@ type Metrics struct {
 	ExportWrite func(op string, ok bool)
 }
 
-// sent is what the registry last accepted (or refused) for one ServiceExport.
 // LimitRetry is how long an export the registry refused for a per-cluster limit waits
 // before it is sent again.
 const LimitRetry = 30 * time.Second

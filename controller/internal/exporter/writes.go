@@ -17,6 +17,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
 
+// sent is what the registry last accepted (or refused) for one ServiceExport.
 type sent struct {
 	content    *registryv1.ExportContent
 	generation int64

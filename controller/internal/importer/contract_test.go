@@ -246,7 +246,7 @@ func startAPIServer(t *testing.T) client.Client {
 	t.Cleanup(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	_ = mcsv1beta1.AddToScheme(scheme)
+	_ = mcsv1beta1.Install(scheme)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -84,7 +84,7 @@ func ImportLabels(imp *registryv1.ServiceImport) map[string]string {
 	return l
 }
 
-// ImportAnnotations: see ImportLabels.
+// ImportAnnotations returns the annotations of an imported object: see ImportLabels.
 func ImportAnnotations(imp *registryv1.ServiceImport) map[string]string {
 	a := maps.Clone(imp.GetSpec().GetAnnotations())
 	if a == nil {

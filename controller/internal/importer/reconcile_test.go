@@ -94,7 +94,7 @@ func newImporter(t *testing.T, imps *fakeImports, objs ...client.Object) (*Recon
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := mcsv1beta1.AddToScheme(scheme); err != nil {
+	if err := mcsv1beta1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&mcsv1beta1.ServiceImport{}).Build()

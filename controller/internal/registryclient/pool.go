@@ -264,8 +264,8 @@ func (p *Pool) switchTo(idx int) {
 // RunFailback probes the URLs before the current one while calls go to a later one, and
 // moves back to the first that reports SERVING. Probes back off from min to max, with
 // jitter, while the earlier URLs stay down.
-func (p *Pool) RunFailback(ctx context.Context, min, max time.Duration) {
-	b := newBackoff(min, max)
+func (p *Pool) RunFailback(ctx context.Context, lo, hi time.Duration) {
+	b := newBackoff(lo, hi)
 	for b.wait(ctx) {
 		p.mu.Lock()
 		cur := p.current

@@ -41,7 +41,7 @@ func honourRetryHints(ctx context.Context, fn func() error) error {
 		if !ok {
 			return err
 		}
-		d += time.Duration(rand.Int64N(int64(d/10) + 1))
+		d += time.Duration(rand.Int64N(int64(d/10) + 1)) //nolint:gosec // G404: jitter, not a secret.
 		if waited+d > maxHintedWait {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 	"log/slog"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	"google.golang.org/grpc/credentials"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
 )
 
 // caCheckEvery bounds how often the CA bundle's file is read again (on a new connection).
@@ -77,7 +78,7 @@ func (f *TLSFiles) Start(ctx context.Context) error {
 	return f.cert.Start(ctx)
 }
 
-// NeedLeaderElection: every replica keeps its files current, so a new leader has them.
+// NeedLeaderElection is false: every replica keeps its files current, so a new leader has them.
 func (f *TLSFiles) NeedLeaderElection() bool { return false }
 
 // Config returns the configuration of a new connection. The server name is set per

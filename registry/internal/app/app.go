@@ -123,13 +123,13 @@ func (p *process) listen() error {
 		return fmt.Errorf("--grpc-addr: %w", err)
 	}
 	if p.restLis, err = net.Listen("tcp", p.cfg.RESTAddr); err != nil {
-		p.grpcLis.Close()
+		_ = p.grpcLis.Close()
 		return fmt.Errorf("--rest-addr: %w", err)
 	}
 	p.grpcLis, p.restLis = netutil.LimitListener(p.grpcLis, p.cfg.MaxConnections), netutil.LimitListener(p.restLis, p.cfg.MaxConnections)
 	if p.adminLis, err = net.Listen("tcp", p.cfg.AdminAddr); err != nil {
-		p.grpcLis.Close()
-		p.restLis.Close()
+		_ = p.grpcLis.Close()
+		_ = p.restLis.Close()
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
 	return nil

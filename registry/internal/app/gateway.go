@@ -63,7 +63,7 @@ func (p *perCallConn) Invoke(ctx context.Context, method string, args, reply any
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
 	}
-	defer cc.Close()
+	defer func() { _ = cc.Close() }()
 	return cc.Invoke(ctx, method, args, reply, opts...)
 }
 

@@ -48,12 +48,12 @@ func (l *inProcessListener) DialContext(ctx context.Context) (net.Conn, error) {
 		return client, nil
 	case <-l.done:
 		err := net.ErrClosed
-		client.Close()
-		server.Close()
+		_ = client.Close()
+		_ = server.Close()
 		return nil, err
 	case <-ctx.Done():
-		client.Close()
-		server.Close()
+		_ = client.Close()
+		_ = server.Close()
 		return nil, ctx.Err()
 	}
 }

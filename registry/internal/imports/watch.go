@@ -3,6 +3,7 @@ package imports
 import (
 	"context"
 	"errors"
+
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"

@@ -136,7 +136,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *registryv1.DeleteCluste
 		s.log.Warn("refreshing imports after a cluster deletion failed", "clusterset", key.Clusterset, "error", err)
 	}
 	s.log.Info("cluster deleted", "clusterset", key.Clusterset, "cluster", key.ClusterID, "exports", n)
-	return &registryv1.DeleteClusterResponse{DeletedExports: int32(n)}, nil
+	return &registryv1.DeleteClusterResponse{DeletedExports: int32(n)}, nil //nolint:gosec // G115: at most --max-exports-per-cluster.
 }
 
 // activeCluster refuses writes from a cluster that is not registered or whose lease expired.

@@ -37,7 +37,7 @@ func tinyEndpoints(size, perExport int) []byte {
 
 // decodeThroughCodec runs a request's bytes through the server codec and the handler's
 // check, as grpc-go does, and returns the error and the bytes allocated meanwhile.
-func decodeThroughCodec(t *testing.T, raw []byte, into proto.Message) (error, uint64) {
+func decodeThroughCodec(t *testing.T, raw []byte, into proto.Message) (uint64, error) {
 	t.Helper()
 	d := NewDecoding()
 	var before, after runtime.MemStats
@@ -45,7 +45,7 @@ func decodeThroughCodec(t *testing.T, raw []byte, into proto.Message) (error, ui
 	runtime.ReadMemStats(&before)
 	err := d.check(into, d.Codec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, into))
 	runtime.ReadMemStats(&after)
-	return err, after.TotalAlloc - before.TotalAlloc
+	return after.TotalAlloc - before.TotalAlloc, err
 }
 
 // TestDecodeCostBounded: a 10 MB request of empty endpoints (which decoded took 416 MiB of
@@ -53,7 +53,7 @@ func decodeThroughCodec(t *testing.T, raw []byte, into proto.Message) (error, ui
 // its size; honest requests as large as the quotas allow decode as before.
 func TestDecodeCostBounded(t *testing.T) {
 	raw := tinyEndpoints(10<<20, 10000)
-	err, alloc := decodeThroughCodec(t, raw, &registryv1.SyncExportsRequest{})
+	alloc, err := decodeThroughCodec(t, raw, &registryv1.SyncExportsRequest{})
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted {
 		t.Fatalf("a %d-byte request of empty endpoints: %v; want RESOURCE_EXHAUSTED", len(raw), err)
 	}
@@ -79,7 +79,7 @@ func TestDecodeCostBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := &registryv1.SyncExportsRequest{}
-	if err, _ := decodeThroughCodec(t, honest, got); err != nil {
+	if _, err := decodeThroughCodec(t, honest, got); err != nil {
 		t.Fatalf("an honest %d-byte request of 50,000 endpoints: %v", len(honest), err)
 	}
 	if !proto.Equal(got, req) {

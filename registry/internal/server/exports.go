@@ -179,7 +179,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	if err := s.cache.ApplySync(ctx, key.Clusterset, stored, gone); err != nil {
 		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
 	}
-	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)}
+	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)} //nolint:gosec // G115: at most --max-exports-per-cluster.
 	for _, e := range exports {
 		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 		if err != nil {

@@ -244,7 +244,7 @@ func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) 
 		if !isTransactionConflict(err) || attempt == transactAttempts {
 			return err
 		}
-		wait := time.Duration(attempt)*10*time.Millisecond + time.Duration(mathrand.Int64N(int64(10*time.Millisecond)))
+		wait := time.Duration(attempt)*10*time.Millisecond + time.Duration(mathrand.Int64N(int64(10*time.Millisecond))) //nolint:gosec // G404: jitter, not a secret.
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():

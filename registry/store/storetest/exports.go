@@ -223,7 +223,9 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 	}
 	for _, e := range list {
 		var c int
-		fmt.Sscanf(e.ClusterID, "c%d", &c)
+		if _, err := fmt.Sscanf(e.ClusterID, "c%d", &c); err != nil {
+			t.Fatalf("cluster id %q: %v", e.ClusterID, err)
+		}
 		if !sameTime(e.CreateTime, t0.Add(time.Duration(c)*time.Second)) || e.Spec.GetPorts()[0].GetPort() != 81 {
 			t.Fatalf("export %s from %s: create %v port %d", e.Service, e.ClusterID, e.CreateTime, e.Spec.GetPorts()[0].GetPort())
 		}

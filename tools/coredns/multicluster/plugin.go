@@ -234,8 +234,8 @@ func (m *Multicluster) find(namespace, name string) *Import {
 		}
 		var ports []Port
 		for _, p := range s.Ports {
-			if p.Port == nil {
-				continue
+			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+				continue // not a port number: no record can name it
 			}
 			port := Port{Protocol: "TCP", Port: *p.Port}
 			if p.Name != nil {
@@ -292,12 +292,17 @@ func importFrom(u *unstructured.Unstructured) *Import {
 		if v, ok := pm["protocol"].(string); ok {
 			port.Protocol = v
 		}
+		var n float64
 		switch v := pm["port"].(type) {
 		case int64:
-			port.Port = int32(v)
+			n = float64(v)
 		case float64:
-			port.Port = int32(v)
+			n = v
 		}
+		if n < 1 || n > 65535 || n != float64(int32(n)) {
+			continue // not a port number: no record can name it
+		}
+		port.Port = int32(n)
 		imp.Ports = append(imp.Ports, port)
 	}
 	return imp

@@ -185,7 +185,7 @@ func srv(imp *Import, qname, port, proto, svcName string) Lookup {
 	if !imp.Headless {
 		for _, p := range imp.Ports {
 			if matches(port, p.Name) && matches(proto, p.Protocol) {
-				targets = append(targets, target{uint16(p.Port), svcName, imp.IPs})
+				targets = append(targets, target{uint16(p.Port), svcName, imp.IPs}) //nolint:gosec // G115: ports are 1–65535 (importFrom, slicePorts).
 			}
 		}
 	} else {
@@ -193,7 +193,7 @@ func srv(imp *Import, qname, port, proto, svcName string) Lookup {
 			name := e.Name()
 			for _, p := range e.Ports {
 				if name != "" && matches(port, p.Name) && matches(proto, p.Protocol) {
-					targets = append(targets, target{uint16(p.Port), strings.ToLower(name + "." + e.ClusterID + "." + svcName), []string{e.Address}})
+					targets = append(targets, target{uint16(p.Port), strings.ToLower(name + "." + e.ClusterID + "." + svcName), []string{e.Address}}) //nolint:gosec // G115: ports are 1–65535.
 				}
 			}
 		}
@@ -216,7 +216,7 @@ func srv(imp *Import, qname, port, proto, svcName string) Lookup {
 		return targets[i].port < targets[j].port
 	})
 	l := Lookup{Found: true}
-	weight := uint16(max(100/len(targets), 1))
+	weight := uint16(max(100/len(targets), 1)) //nolint:gosec // G115: 1 to 100.
 	extra := map[string]bool{}
 	hdr := dns.RR_Header{Name: qname, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}
 	for _, t := range targets {
@@ -238,7 +238,7 @@ func endpointSRV(qname string, endpoints []Endpoint) Lookup {
 	for _, e := range endpoints {
 		addrs = append(addrs, e.Address)
 		for _, p := range e.Ports {
-			l.Records = append(l.Records, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: qname})
+			l.Records = append(l.Records, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: qname}) //nolint:gosec // G115: ports are 1–65535.
 		}
 	}
 	if len(l.Records) > 0 {
