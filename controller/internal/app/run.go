@@ -53,9 +53,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	m := newMetrics(crmetrics.Registry)
-	if err := mgr.Add(tlsFiles); err != nil {
-		return err
-	}
 	pool, err := registryclient.NewPool(registryclient.PoolOptions{
 		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
 	})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/filereload"
 )
 
 func TestParseURLs(t *testing.T) {
@@ -101,7 +102,7 @@ func TestCABundleReload(t *testing.T) {
 		if err := os.Rename(caFile+".tmp", caFile); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(caCheckEvery + 50*time.Millisecond)
+		time.Sleep(filereload.CheckEvery + 50*time.Millisecond)
 	}
 	if err := os.WriteFile(caFile, one, 0o600); err != nil {
 		t.Fatal(err)

@@ -2,142 +2,75 @@ package registryclient
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc/credentials"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/filereload"
 )
 
-// caCheckEvery bounds how often the CA bundle's file is read again (on a new connection).
-const caCheckEvery = time.Second
-
 // TLSFiles is the controller's TLS to the registry, from files that are replaced while it
-// runs (cert-manager renewing a Secret): the client certificate is watched by
-// controller-runtime's certwatcher, and the CA bundle is read again when its file changes,
-// so every new connection uses the files as they are then, with no restart.
+// runs (cert-manager renewing a Secret): the client certificate and the CA bundle reload
+// through internal/filereload, as the registry's files do, so every new connection uses
+// the files as they are then, with no restart.
 type TLSFiles struct {
-	caFile string
-	cert   *certwatcher.CertWatcher // nil: no client certificate
-	log    *slog.Logger
-
-	mu       sync.Mutex
-	checked  time.Time
-	stamp    string
-	badStamp string
-	roots    *x509.CertPool // nil: the system roots
+	roots *filereload.Value[*x509.CertPool]   // nil: the system roots
+	cert  *filereload.Value[*tls.Certificate] // nil: no client certificate
 }
 
 // LoadTLSFiles reads the files: the CAs of caFile (empty: the system roots) and, when
 // certFile is set, the client certificate of certFile and keyFile.
 func LoadTLSFiles(caFile, certFile, keyFile string, log *slog.Logger) (*TLSFiles, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("--registry-tls-cert-file and --registry-tls-key-file: set both or neither")
 	}
-	f := &TLSFiles{caFile: caFile, log: log}
+	f := &TLSFiles{}
 	if certFile != "" {
-		cw, err := certwatcher.New(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
-		}
-		f.cert = cw
-	}
-	if caFile != "" {
-		stamp, err := fileStamp(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
-		}
-		roots, err := readCABundle(caFile)
+		cert, err := filereload.Load("registry client certificate", []string{certFile, keyFile}, func() (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--registry-tls-cert-file/--registry-tls-key-file: %w", err)
+			}
+			return &c, nil
+		}, filereload.Options[*tls.Certificate]{Log: log})
 		if err != nil {
 			return nil, err
 		}
-		f.roots, f.stamp, f.checked = roots, stamp, time.Now()
+		f.cert = cert
+	}
+	if caFile != "" {
+		roots, err := filereload.Load("registry CA bundle", []string{caFile}, func() (*x509.CertPool, error) {
+			pool, err := pemfile.CertPool(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
+			}
+			return pool, nil
+		}, filereload.Options[*x509.CertPool]{Log: log})
+		if err != nil {
+			return nil, err
+		}
+		f.roots = roots
 	}
 	return f, nil
 }
 
-// Start watches the client certificate until ctx ends.
-func (f *TLSFiles) Start(ctx context.Context) error {
-	if f.cert == nil {
-		<-ctx.Done()
-		return nil
-	}
-	return f.cert.Start(ctx)
-}
-
-// NeedLeaderElection is false: every replica keeps its files current, so a new leader has them.
-func (f *TLSFiles) NeedLeaderElection() bool { return false }
-
 // Config returns the configuration of a new connection. The server name is set per
 // connection from the URL's host.
 func (f *TLSFiles) Config() *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: f.currentRoots()}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.roots != nil {
+		cfg.RootCAs = f.roots.Get()
+	}
 	if f.cert != nil {
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return f.cert.GetCertificate(nil) }
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return f.cert.Get(), nil }
 	}
 	return cfg
-}
-
-// currentRoots returns the CA bundle, read again when its file changed. A bundle that
-// cannot be read (missing or half-written mid-rotation) leaves the last good one in use.
-func (f *TLSFiles) currentRoots() *x509.CertPool {
-	if f.caFile == "" {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if time.Since(f.checked) < caCheckEvery {
-		return f.roots
-	}
-	f.checked = time.Now()
-	stamp, err := fileStamp(f.caFile)
-	if err != nil || stamp == f.stamp {
-		return f.roots
-	}
-	roots, err := readCABundle(f.caFile)
-	if err != nil {
-		if stamp != f.badStamp {
-			f.badStamp = stamp
-			f.log.Warn("the registry CA bundle changed but cannot be used; keeping the previous one", "error", err)
-		}
-		return f.roots
-	}
-	f.roots, f.stamp, f.badStamp = roots, stamp, ""
-	f.log.Info("registry CA bundle reloaded", "file", f.caFile)
-	return f.roots
-}
-
-func readCABundle(path string) (*x509.CertPool, error) {
-	pool, err := pemfile.CertPool(path)
-	if err != nil {
-		return nil, fmt.Errorf("--registry-tls-ca-file: %w", err)
-	}
-	return pool, nil
-}
-
-// fileStamp identifies a file's contents. The contents, not the modification time: two
-// writes within one tick of the kernel's file clock, of the same size, look alike to stat.
-// The file is small and read at most once a second.
-func fileStamp(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return string(sum[:]), nil
 }
 
 // filesCreds are gRPC transport credentials that take a fresh TLS configuration for each

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/internal/filereload"
 )
 
 type testCA struct {
@@ -155,14 +157,14 @@ func TestRotation(t *testing.T) {
 	// Half a rotation: the new certificate with the old key. The old pair keeps serving.
 	cert2, key2, serial2 := ca2.issue(t, false)
 	write(t, files.CertFile, cert2)
-	time.Sleep(checkEvery + 100*time.Millisecond)
+	time.Sleep(filereload.CheckEvery + 100*time.Millisecond)
 	if got, err := handshake(t, cfg, pool(ca1, ca2), client1); err != nil || got != serial1 {
 		t.Fatalf("mid-rotation: serial %d, %v; want the old %d", got, err, serial1)
 	}
 	// The rest of it: the new key, and CA two added to the client bundle.
 	write(t, files.KeyFile, key2)
 	write(t, files.ClientCAFile, append(append([]byte{}, ca1.pem...), ca2.pem...))
-	time.Sleep(checkEvery + 100*time.Millisecond)
+	time.Sleep(filereload.CheckEvery + 100*time.Millisecond)
 	if got, err := handshake(t, cfg, pool(ca2), client2); err != nil || got != serial2 {
 		t.Fatalf("after rotation: serial %d, %v; want %d", got, err, serial2)
 	}
@@ -171,7 +173,7 @@ func TestRotation(t *testing.T) {
 	}
 	// CA one leaves the bundle.
 	write(t, files.ClientCAFile, ca2.pem)
-	time.Sleep(checkEvery + 100*time.Millisecond)
+	time.Sleep(filereload.CheckEvery + 100*time.Millisecond)
 	if _, err := handshake(t, cfg, pool(ca2), client1); err == nil {
 		t.Fatal("a client of a CA removed from the bundle was accepted")
 	}
