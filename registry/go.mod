@@ -51,6 +51,7 @@ replace github.com/ai-dynamo/global-discovery-mcs/api => ../api
 
 require (
 	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
+	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.10.2
 )
 

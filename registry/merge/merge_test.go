@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -15,6 +18,10 @@ var (
 )
 
 type R = registryv1.ConflictReason
+
+// conflictsDiff is "" when got holds want's reasons in order (nil and empty alike), else
+// the difference.
+func conflictsDiff(want, got []R) string { return cmp.Diff(want, got, cmpopts.EquateEmpty()) }
 
 const (
 	portC     = registryv1.ConflictReason_CONFLICT_REASON_PORT_CONFLICT
@@ -101,18 +108,18 @@ func TestConflicts(t *testing.T) {
 			if imp == nil {
 				t.Fatal("no import")
 			}
-			if got := fmt.Sprint(imp.GetConflicts()); got != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
-				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			if d := conflictsDiff(tc.want, imp.GetConflicts()); d != "" {
+				t.Fatalf("conflicts (-want +got):\n%s", d)
 			}
 			if imp.GetWinningClusterId() != tc.winner {
 				t.Fatalf("winner = %s, want %s", imp.GetWinningClusterId(), tc.winner)
 			}
 			// Every participating export reports the same conflicts.
 			for _, c := range imp.GetClusters() {
-				if fmt.Sprint(c.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
-					t.Fatalf("cluster %s reports %v, import %v", c.GetClusterId(), c.GetConflicts(), imp.GetConflicts())
+				if d := conflictsDiff(imp.GetConflicts(), c.GetConflicts()); d != "" {
+					t.Fatalf("cluster %s reports other conflicts than the import (-import +cluster):\n%s", c.GetClusterId(), d)
 				}
-				if v := Verdict(imp, c.GetClusterId()); !v.GetParticipating() || fmt.Sprint(v.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
+				if v := Verdict(imp, c.GetClusterId()); !v.GetParticipating() || conflictsDiff(imp.GetConflicts(), v.GetConflicts()) != "" {
 					t.Fatalf("verdict for %s = %v", c.GetClusterId(), v)
 				}
 			}
@@ -147,8 +154,8 @@ func TestSessionAffinityConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			imp := Service(svc, []store.Export{ex("a", time.Hour, tc.old), ex("b", time.Minute, tc.newer)}, active("a", "b"), now)
-			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
-				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			if d := conflictsDiff(tc.want, imp.GetConflicts()); d != "" {
+				t.Fatalf("conflicts (-want +got):\n%s", d)
 			}
 			if got := imp.GetSpec().GetSessionAffinityConfig().GetClientIpTimeoutSeconds(); got != tc.wantTimeout {
 				t.Fatalf("imported timeout = %d, want %d", got, tc.wantTimeout)
@@ -210,8 +217,8 @@ func TestParticipation(t *testing.T) {
 			for _, c := range imp.GetClusters() {
 				ids = append(ids, c.GetClusterId())
 			}
-			if fmt.Sprint(ids) != fmt.Sprint(tc.want) {
-				t.Fatalf("clusters = %v, want %v", ids, tc.want)
+			if d := cmp.Diff(tc.want, ids, cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("clusters (-want +got):\n%s", d)
 			}
 			if len(tc.want) == 1 && len(imp.GetConflicts()) != 0 {
 				t.Fatalf("a non-participating export caused conflicts %v", imp.GetConflicts())
@@ -242,8 +249,8 @@ func TestPortUnion(t *testing.T) {
 		t.Fatalf("ports = %v, want %s", got, want)
 	}
 	// The sets differ: a PortConflict on both, each naming what its export lacks.
-	if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint([]R{portC}) {
-		t.Fatalf("conflicts = %v, want PortConflict", imp.GetConflicts())
+	if d := conflictsDiff([]R{portC}, imp.GetConflicts()); d != "" {
+		t.Fatalf("conflicts (-want +got):\n%s", d)
 	}
 	missing := map[string]string{}
 	for _, c := range imp.GetClusters() {
@@ -320,8 +327,8 @@ func TestPortSets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.newe), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
-			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.want) && (len(tc.want) != 0 || len(imp.GetConflicts()) != 0) {
-				t.Fatalf("conflicts = %v, want %v", imp.GetConflicts(), tc.want)
+			if d := conflictsDiff(tc.want, imp.GetConflicts()); d != "" {
+				t.Fatalf("conflicts (-want +got):\n%s", d)
 			}
 			var got []string
 			for _, p := range imp.GetSpec().GetPorts() {
@@ -331,8 +338,8 @@ func TestPortSets(t *testing.T) {
 				t.Fatalf("ports = %v, want %s", got, tc.union)
 			}
 			for _, c := range imp.GetClusters() {
-				if fmt.Sprint(c.GetConflicts()) != fmt.Sprint(imp.GetConflicts()) {
-					t.Fatalf("cluster %s reports %v", c.GetClusterId(), c.GetConflicts())
+				if d := conflictsDiff(imp.GetConflicts(), c.GetConflicts()); d != "" {
+					t.Fatalf("cluster %s reports other conflicts than the import (-import +cluster):\n%s", c.GetClusterId(), d)
 				}
 			}
 		})
@@ -399,8 +406,8 @@ func TestUnionStaysAValidService(t *testing.T) {
 			if fmt.Sprint(excl) != tc.wantExcl {
 				t.Errorf("excluded = %v, want %s", excl, tc.wantExcl)
 			}
-			if fmt.Sprint(imp.GetConflicts()) != fmt.Sprint(tc.wantReason) {
-				t.Errorf("conflicts = %v, want %v", imp.GetConflicts(), tc.wantReason)
+			if d := conflictsDiff(tc.wantReason, imp.GetConflicts()); d != "" {
+				t.Errorf("conflicts (-want +got):\n%s", d)
 			}
 			// Whatever joined, the union is a valid Service's port list.
 			for _, p := range imp.GetSpec().GetPorts() {

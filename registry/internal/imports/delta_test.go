@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/importdelta"
@@ -181,8 +183,8 @@ func TestClusterDeltasFollowTheImports(t *testing.T) {
 			}
 			for _, want := range snap.Imports {
 				k := store.ServiceKey{Namespace: want.GetService().GetNamespace(), Name: want.GetService().GetName()}
-				if got := fl.imports[k]; !proto.Equal(got, want) {
-					t.Fatalf("step %d, %s: import %s\n got %v\nwant %v", step, fl.name, k, got, want)
+				if d := cmp.Diff(want, fl.imports[k], protocmp.Transform()); d != "" {
+					t.Fatalf("step %d, %s: import %s (-list +follower):\n%s", step, fl.name, k, d)
 				}
 			}
 		}
