@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -155,6 +156,9 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 	api := env.ControlPlane.GetAPIServer()
 	api.Address, api.Port = "127.0.0.1", strconv.Itoa(ports.apiServer)
 	api.Configure().Set("service-cluster-ip-range", serviceCIDR)
+	// envtest gives a start 20 s; on 2 busy cores (node tests beside the integration tests)
+	// a kube-apiserver took longer five times in a row. A slow start waits, it does not fail.
+	api.StartTimeout = 90 * time.Second
 	// Owner references with blockOwnerDeletion need the owner's finalizers subresource, as
 	// on clusters that enforce it: the chart's RBAC must grant that.
 	api.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
@@ -185,7 +189,7 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 			return nil, err
 		}
 	}
-	etcd := &envtest.Etcd{DataDir: filepath.Join(dir, name+"-etcd")}
+	etcd := &envtest.Etcd{DataDir: filepath.Join(dir, name+"-etcd"), StartTimeout: 90 * time.Second}
 	if err := os.RemoveAll(etcd.DataDir); err != nil {
 		return nil, err
 	}
