@@ -11,7 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -62,6 +65,15 @@ func NewSub(use, short, long string) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.NoArgs}
 	cmd.Flags().SortFlags = false
 	return cmd
+}
+
+// Main runs root with the process's arguments until SIGTERM or an interrupt, and exits with
+// Execute's code.
+func Main(root *cobra.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := Execute(ctx, root, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // Execute runs root with args and returns the exit code: 0, 1 for a runtime error, 2 for a

@@ -29,6 +29,23 @@ func importCondition(t *testing.T, c *harness.Cluster, ns, name, typ string) str
 	return typ + " missing"
 }
 
+// relayClusterset starts a memory-store registry and three clusters (use1-a, usw2-a,
+// euw1-a), each with a controller (extra flags added) exporting dynamo/relay from
+// 10.<i>.0.1.
+func relayClusterset(t *testing.T, ctx context.Context, extra ...string) (*harness.Registry, []string, []*harness.Cluster, []*harness.Controller) {
+	t.Helper()
+	reg := harness.StartRegistry(t, "--store=memory")
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	cls := harness.StartClusters(t, harness.ClusterOptions{Names: ids})
+	var ctls []*harness.Controller
+	for i, c := range cls {
+		createNamespaces(t, ctx, c.Client, "dynamo")
+		ctls = append(ctls, c.StartController(t, "mcs-controller/"+ids[i], controllerArgs(reg, ids[i], extra...)...))
+		mustCreate(t, c, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-"+ids[i], fmt.Sprintf("10.%d.0.1", i+1)))
+	}
+	return reg, ids, cls, ctls
+}
+
 // TestRegistryRestartKeepsImports: a memory-store registry restarts while one member
 // cluster's controller is gone. The clusters that come back lose no imported endpoint for
 // any length of time (the controllers hold what they had until each cluster sent its
@@ -38,16 +55,7 @@ func TestRegistryRestartKeepsImports(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const lease = 6 * time.Second
-	reg := harness.StartRegistry(t, "--store=memory")
-	ids := []string{"use1-a", "usw2-a", "euw1-a"}
-	cls := harness.StartClusters(t, harness.ClusterOptions{Names: ids})
-	var ctls []*harness.Controller
-	for i, c := range cls {
-		createNamespaces(t, ctx, c.Client, "dynamo")
-		ctls = append(ctls, c.StartController(t, "mcs-controller/"+ids[i], controllerArgs(reg, ids[i], "--lease-duration=6s", "--renew-interval=2s")...))
-		ip := fmt.Sprintf("10.%d.0.1", i+1)
-		mustCreate(t, c, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-"+ids[i], ip))
-	}
+	reg, ids, cls, ctls := relayClusterset(t, ctx, "--lease-duration=6s", "--renew-interval=2s")
 	gone := cls[2]
 	mustCreate(t, gone, service("dynamo", "only-euw1", 80), serviceExport("dynamo", "only-euw1"), slice("dynamo", "only-euw1", "only-euw1", "10.3.1.1"))
 	all := "ClusterSetIP [http/TCP/80] clusters=[euw1-a use1-a usw2-a] ips svc:true [euw1-a:10.3.0.1:true use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
@@ -139,15 +147,7 @@ func TestRegistryRestartKeepsImports(t *testing.T) {
 func TestRegistryDownLongerThanAReconnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	reg := harness.StartRegistry(t, "--store=memory")
-	ids := []string{"use1-a", "usw2-a", "euw1-a"}
-	cls := harness.StartClusters(t, harness.ClusterOptions{Names: ids})
-	var ctls []*harness.Controller
-	for i, c := range cls {
-		createNamespaces(t, ctx, c.Client, "dynamo")
-		ctls = append(ctls, c.StartController(t, "mcs-controller/"+ids[i], controllerArgs(reg, ids[i])...))
-		mustCreate(t, c, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-"+ids[i], fmt.Sprintf("10.%d.0.1", i+1)))
-	}
+	reg, ids, cls, ctls := relayClusterset(t, ctx)
 	all := "ClusterSetIP [http/TCP/80] clusters=[euw1-a use1-a usw2-a] ips svc:true [euw1-a:10.3.0.1:true use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
 	var monitors []*harness.EndpointsMonitor
 	for _, c := range cls {

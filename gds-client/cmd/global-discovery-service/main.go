@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,12 +28,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := command.Execute(ctx, newCommand(os.Stderr), os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { command.Main(newCommand(os.Stderr)) }
 
 // newCommand is global-discovery-service's command line; the logs go to logs.
 func newCommand(logs io.Writer) *cobra.Command {

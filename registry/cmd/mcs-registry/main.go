@@ -3,12 +3,9 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,12 +14,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/app"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := command.Execute(ctx, newCommand(os.Stderr), os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { command.Main(newCommand(os.Stderr)) }
 
 // newCommand is mcs-registry's command line; the logs go to logs.
 func newCommand(logs io.Writer) *cobra.Command {
