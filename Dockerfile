@@ -18,14 +18,15 @@ COPY gds-client/go.mod gds-client/go.sum gds-client/
 COPY internal/go.mod internal/go.sum internal/
 COPY test/go.mod test/go.sum test/
 COPY examples/go/go.mod examples/go/go.sum examples/go/
-RUN go mod download
+COPY tools/modproxy/go.mod tools/modproxy/go.sum tools/modproxy/
+RUN go mod download && cd tools/modproxy && GOWORK=off go mod download
 COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 ARG BUILD_DATE=unknown
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
-# The same script as `make build`.
+# The same script as `make build`: each binary in its module alone (GOWORK=off).
 RUN GOOS=$TARGETOS GOARCH=$TARGETARCH VERSION=$VERSION COMMIT=$COMMIT BUILD_DATE=$BUILD_DATE bash hack/build-binaries.sh /out
 
 FROM gcr.io/distroless/static-debian12:nonroot

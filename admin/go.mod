@@ -41,11 +41,4 @@ require (
 	k8s.io/apimachinery v0.37.2 // indirect
 )
 
-replace (
-	github.com/ai-dynamo/global-discovery-mcs/api => ../api
-	github.com/ai-dynamo/global-discovery-mcs/registry => ../registry
-)
-
 require github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
-
-replace github.com/ai-dynamo/global-discovery-mcs/internal => ../internal

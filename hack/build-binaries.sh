@@ -12,13 +12,23 @@ commit=${COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
 build_date=${BUILD_DATE:-$(TZ=UTC git -C "$root" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)}
 export CGO_ENABLED=0
 mkdir -p "$out"
-out=$(cd "$out" && pwd) # the builds run in each module's folder
+out=$(cd "$out" && pwd)
+# Each binary builds in its module alone (GOWORK=off), as `go install <module>/cmd/<binary>@<version>`
+# does: against its own go.mod, its siblings at one version from a file:// module proxy of
+# this tree (tools/modproxy), so a binary links what its module declares.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$root/tools/modproxy" && GOOS= GOARCH= GOWORK=off go build -o "$work/modproxy" .)
+modules=$("$work/modproxy" -root "$root" -out "$work/proxy" -src "$work/src")
+export GOWORK=off GOFLAGS="-mod=readonly -trimpath -buildvcs=false" \
+  GONOSUMDB=github.com/ai-dynamo/global-discovery-mcs GOPROXY="file://$work/proxy,$(go env GOPROXY)"
 pkg=github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo # every binary's version
 build() { # module, binary
-  (cd "$root/$1" && go build -trimpath \
+  (cd "$work/src/$1" && go build \
     -ldflags "-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit -X $pkg.BuildDate=$build_date" \
     -o "$out/$2" "./cmd/$2")
 }
+echo ">> modules at $modules" >&2
 build registry mcs-registry
 build controller mcs-controller
 build admin mcs-admin

@@ -47,12 +47,8 @@ require (
 	k8s.io/apimachinery v0.37.2 // indirect
 )
 
-replace github.com/ai-dynamo/global-discovery-mcs/api => ../api
-
 require (
 	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/spf13/cobra v1.10.2
 )
-
-replace github.com/ai-dynamo/global-discovery-mcs/internal => ../internal

@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/ai-dynamo/global-discovery-mcs/api v0.0.0
-	github.com/ai-dynamo/global-discovery-mcs/registry v0.0.0-00010101000000-000000000000
+	github.com/ai-dynamo/global-discovery-mcs/registry v0.0.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
@@ -40,7 +40,7 @@ require (
 )
 
 require (
-	github.com/ai-dynamo/global-discovery-mcs/gds-client v0.0.0-00010101000000-000000000000
+	github.com/ai-dynamo/global-discovery-mcs/gds-client v0.0.0
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
@@ -83,6 +83,7 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/mod v0.42.0
 	golang.org/x/net v0.61.0
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -99,10 +100,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-)
-
-replace (
-	github.com/ai-dynamo/global-discovery-mcs/api => ../api
-	github.com/ai-dynamo/global-discovery-mcs/gds-client => ../gds-client
-	github.com/ai-dynamo/global-discovery-mcs/registry => ../registry
 )

@@ -16,5 +16,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/ai-dynamo/global-discovery-mcs/api => ../../api
