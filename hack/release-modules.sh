@@ -5,8 +5,9 @@
 #   1. tools/modproxy -write: each released module's go.mod requires its siblings at vX.Y.Z
 #      (no replace directive) and its go.sum holds their checksums — the hashes of the module
 #      zips as the Go command makes them from the tags, computed from this tree;
-#   2. go.work's versioned replacements move to vX.Y.Z, so the workspace resolves the
-#      siblings from their folders until the tags are published;
+#   2. go.work's versioned replacements, and the requirements of the modules that are not
+#      released (test, examples/go), move to vX.Y.Z, so the workspace resolves the siblings
+#      from their folders until the tags are published;
 #   3. one commit, and a tag <module>/vX.Y.Z per module: internal, api, registry,
 #      gds-client, controller, admin.
 # It pushes nothing; it prints the `git push` to run.
@@ -33,8 +34,10 @@ trap 'rm -rf "$work"' EXIT
 (cd tools/modproxy && GOWORK=off go build -o "$work/modproxy" .)
 "$work/modproxy" -root "$root" -out "$work/proxy" -version "$version" -write >/dev/null
 sed -i -E "s#^([[:space:]]*$prefix/[a-z-]+) v[^ ]+ => #\1 $version => #" go.work
+# The modules that are not released (tests, examples) require the release too.
+sed -i -E "s#^([[:space:]]*(require )?$prefix/[a-z-]+) v[^ ]+#\1 $version#" test/go.mod examples/go/go.mod
 
-git add go.work "${released[@]/%//go.mod}" "${released[@]/%//go.sum}"
+git add go.work test/go.mod examples/go/go.mod "${released[@]/%//go.mod}" "${released[@]/%//go.sum}"
 git commit -q -m "Release modules $version"
 tags=()
 for m in "${released[@]}"; do

@@ -44,7 +44,7 @@ export GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=$prefix GOPROXY="file://$work/proxy
 for m in "${released[@]}"; do
   (cd "$work/src/$m" && go mod tidy)
   # 3. Back into the repository, siblings as they were.
-  sed -E "s#^([[:space:]]*(require )?$prefix/[a-z-]+) $version\$#\1 $tree_version#" "$work/src/$m/go.mod" > "$m/go.mod"
+  sed -E "s#^([[:space:]]*(require )?$prefix/[a-z-]+) $version#\1 $tree_version#" "$work/src/$m/go.mod" > "$m/go.mod"
   grep "^$prefix/" "$m/go.sum" > "$work/siblings" 2>/dev/null || true
   awk -v prefix="$prefix/" -v siblings="$work/siblings" '
     BEGIN { while ((getline l < siblings) > 0) keep = keep l "\n" }
