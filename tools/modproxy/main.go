@@ -364,6 +364,13 @@ func writeModule(root, out string, m *mod, version string, gomod, gosum []byte) 
 	if gosum != nil && !slices.Contains(m.files, "go.sum") {
 		files = append(files, file{path: "go.sum", data: gosum})
 	}
+	// The Go command gives a module in a subfolder the repository's LICENSE when the
+	// folder has none (golang.org/x/mod/zip.CreateFromVCS); the checksums must match its.
+	if !slices.Contains(m.files, "LICENSE") {
+		if _, err := os.Stat(filepath.Join(root, "LICENSE")); err == nil {
+			files = append(files, file{path: "LICENSE", disk: filepath.Join(root, "LICENSE")})
+		}
+	}
 	zipPath := filepath.Join(dir, version+".zip")
 	zf, err := os.Create(zipPath)
 	if err != nil {
