@@ -26,7 +26,7 @@ GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false -trimpath
 lint generate check-generate test-unit fuzz test-integration: export CGO_ENABLED := 0
 
-.PHONY: demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -85,6 +85,7 @@ check-generate: generate
 lint: tools-npm tools-golangci-lint
 	$(BIN)/golangci-lint run $(foreach m,$(MODULES),./$(m)/...)
 	cd tools/coredns && GOWORK=off $(BIN)/golangci-lint run ./...
+	cd tools/modproxy && GOWORK=off $(BIN)/golangci-lint run ./...
 	$(BUF) lint
 	@bash hack/buf-breaking.sh
 
@@ -129,7 +130,16 @@ docker-push:
 
 ## Test --------------------------------------------------------------------------------
 
-test: tools build lint check-generate test-unit test-integration
+test: tools build lint check-generate check-tidy test-unit test-integration
+
+# Each released module tidy as it builds alone (GOWORK=off), at the versions the workspace
+# selects (hack/tidy-modules.sh). Add a dependency by importing it and running `make tidy`.
+tidy:
+	bash hack/tidy-modules.sh
+
+check-tidy: tidy
+	@if [ -n "$$(git status --porcelain -- '*go.mod' '*go.sum')" ]; then \
+	  echo "go.mod or go.sum is not what 'make tidy' writes; run it and commit:"; git status --porcelain -- '*go.mod' '*go.sum'; exit 1; fi
 
 test-unit:
 	@for m in internal api registry controller admin gds-client; do (cd $$m && go test $(GO_TEST_FLAGS) ./...); done

@@ -377,7 +377,7 @@ func writeModule(root, out string, m *mod, version string, gomod, gosum []byte) 
 		return "", err
 	}
 	if err := modzip.Create(zf, module.Version{Path: m.path, Version: version}, files); err != nil {
-		zf.Close()
+		_ = zf.Close()
 		return "", err
 	}
 	if err := zf.Close(); err != nil {
