@@ -36,9 +36,12 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 )
 
-require github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
+require (
+	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
+	github.com/google/go-cmp v0.7.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
+	google.golang.org/grpc v1.85.0
+)

@@ -6,20 +6,20 @@ package registryrest
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/pemfile"
+	"github.com/ai-dynamo/global-discovery-mcs/api/restconn"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -38,10 +38,11 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Client calls one registry's REST API.
+// Client calls one registry's REST port with the generated client of the registry API
+// (api/restconn maps each call to its route, as the REST port's own gateway does).
 type Client struct {
 	base string
-	http *http.Client
+	rpc  registryv1.RegistryServiceClient
 	// tlsWithoutCert: https without a client certificate, for a hint on refused connections.
 	tlsWithoutCert bool
 }
@@ -84,8 +85,13 @@ func New(opts Options) (*Client, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
+	base := strings.TrimSuffix(u.String(), "/")
+	conn, err := restconn.New(base, &http.Client{Transport: tr, Timeout: timeout}, restconn.Options{MaxResponseBytes: maxResponseBytes})
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
-		base: strings.TrimSuffix(u.String(), "/"), http: &http.Client{Transport: tr, Timeout: timeout},
+		base: base, rpc: registryv1.NewRegistryServiceClient(conn),
 		tlsWithoutCert: u.Scheme == "https" && opts.CertFile == "",
 	}, nil
 }
@@ -93,8 +99,8 @@ func New(opts Options) (*Client, error) {
 // Error is a refusal by the registry: its gRPC status as the REST port writes it.
 type Error struct {
 	HTTPStatus int
-	// Code is the gRPC code number (3 INVALID_ARGUMENT, 5 NOT_FOUND, 7 PERMISSION_DENIED...).
-	Code    int
+	// Code is the gRPC code (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED...).
+	Code    codes.Code
 	Message string
 	// Reason is the ErrorInfo reason, when the registry sent one.
 	Reason string
@@ -104,72 +110,43 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("registry answered HTTP %d: %s", e.HTTPStatus, e.Message)
 }
 
+// call names a failed call's error: a refusal as an *Error, a transport failure with the
+// hint a TLS registry that wants a client certificate needs.
+func (c *Client) call(err error) error {
+	if err == nil {
+		return nil
+	}
+	var r *restconn.Refusal
+	if errors.As(err, &r) {
+		e := &Error{HTTPStatus: r.HTTPStatus, Code: r.Status.Code(), Message: r.Status.Message()}
+		for _, d := range r.Status.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+				e.Reason = info.GetReason()
+			}
+		}
+		return e
+	}
+	if c.tlsWithoutCert && status.Code(err) == codes.Unknown {
+		// With TLS 1.3 a refused client shows as a reset or an alert, depending on timing.
+		return fmt.Errorf("%w (a registry with --client-ca-file needs --registry-tls-cert-file and --registry-tls-key-file)", err)
+	}
+	return err
+}
+
 // unknownClusterset reports the registry's refusal of a clusterset with no registered cluster.
 func unknownClusterset(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Reason == registryv1.ErrorReason_ERROR_REASON_CLUSTERSET_UNKNOWN.String()
 }
 
-func (c *Client) do(ctx context.Context, method, path string, out proto.Message) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if c.tlsWithoutCert {
-			// With TLS 1.3 a refused client shows as a reset or an alert, depending on timing.
-			return fmt.Errorf("%s %s: %w (a registry with --client-ca-file needs --registry-tls-cert-file and --registry-tls-key-file)", method, c.base+path, err)
-		}
-		return fmt.Errorf("%s %s: %w", method, c.base+path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the response: %w", method, c.base+path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return statusError(resp.StatusCode, body)
-	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, out); err != nil {
-		return fmt.Errorf("%s %s: decoding the response: %w", method, c.base+path, err)
-	}
-	return nil
-}
-
-func statusError(httpStatus int, body []byte) error {
-	var st struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Details []struct {
-			Reason string `json:"reason"`
-		} `json:"details"`
-	}
-	e := &Error{HTTPStatus: httpStatus}
-	if json.Unmarshal(body, &st) != nil || st.Message == "" {
-		e.Message = strings.TrimSpace(string(body))
-		if len(e.Message) > 200 {
-			e.Message = e.Message[:200] + "..."
-		}
-		return e
-	}
-	e.Code, e.Message = st.Code, st.Message
-	for _, d := range st.Details {
-		if d.Reason != "" {
-			e.Reason = d.Reason
-		}
-	}
-	return e
-}
-
-func clustersetPath(clusterset string) string {
-	return "/v1/clustersets/" + url.PathEscape(clusterset)
+func serviceKey(s *registryv1.ServiceKey) store.ServiceKey {
+	return store.ServiceKey{Namespace: s.GetNamespace(), Name: s.GetName()}
 }
 
 // ListClusters returns the clusterset's clusters; none when the registry knows no cluster of it.
 func (c *Client) ListClusters(ctx context.Context, clusterset string) ([]store.Cluster, error) {
-	var resp registryv1.ListClustersResponse
-	if err := c.do(ctx, http.MethodGet, clustersetPath(clusterset)+"/clusters", &resp); err != nil {
+	resp, err := c.rpc.ListClusters(ctx, &registryv1.ListClustersRequest{Clusterset: clusterset})
+	if err = c.call(err); err != nil {
 		if unknownClusterset(err) {
 			return nil, nil
 		}
@@ -188,8 +165,8 @@ func (c *Client) ListClusters(ctx context.Context, clusterset string) ([]store.C
 
 // ListExports returns the clusterset's exports with their endpoints.
 func (c *Client) ListExports(ctx context.Context, clusterset string) ([]store.Export, error) {
-	var resp registryv1.ListExportsResponse
-	if err := c.do(ctx, http.MethodGet, clustersetPath(clusterset)+"/exports?includeEndpoints=true", &resp); err != nil {
+	resp, err := c.rpc.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: clusterset, IncludeEndpoints: true})
+	if err = c.call(err); err != nil {
 		if unknownClusterset(err) {
 			return nil, nil
 		}
@@ -198,9 +175,8 @@ func (c *Client) ListExports(ctx context.Context, clusterset string) ([]store.Ex
 	out := make([]store.Export, 0, len(resp.GetExports()))
 	for _, e := range resp.GetExports() {
 		out = append(out, store.Export{
-			Clusterset: e.GetClusterset(), ClusterID: e.GetClusterId(),
-			Service: store.ServiceKey{Namespace: e.GetService().GetNamespace(), Name: e.GetService().GetName()},
-			Spec:    e.GetSpec(), EndpointGroups: e.GetEndpointGroups(),
+			Clusterset: e.GetClusterset(), ClusterID: e.GetClusterId(), Service: serviceKey(e.GetService()),
+			Spec: e.GetSpec(), EndpointGroups: e.GetEndpointGroups(),
 			CreateTime: e.GetCreateTime().AsTime(), UpdateTime: e.GetUpdateTime().AsTime(),
 		})
 	}
@@ -209,8 +185,8 @@ func (c *Client) ListExports(ctx context.Context, clusterset string) ([]store.Ex
 
 // ListUnreadable returns the clusterset's stored items the registry cannot read.
 func (c *Client) ListUnreadable(ctx context.Context, clusterset string) ([]store.Unreadable, error) {
-	var resp registryv1.ListExportsResponse
-	if err := c.do(ctx, http.MethodGet, clustersetPath(clusterset)+"/exports", &resp); err != nil {
+	resp, err := c.rpc.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: clusterset})
+	if err = c.call(err); err != nil {
 		if unknownClusterset(err) {
 			return nil, nil
 		}
@@ -219,7 +195,7 @@ func (c *Client) ListUnreadable(ctx context.Context, clusterset string) ([]store
 	out := make([]store.Unreadable, 0, len(resp.GetUnreadable()))
 	for _, u := range resp.GetUnreadable() {
 		out = append(out, store.Unreadable{Clusterset: clusterset, Key: u.GetKey(), ClusterID: u.GetClusterId(),
-			Service: store.ServiceKey{Namespace: u.GetService().GetNamespace(), Name: u.GetService().GetName()}, Reason: u.GetReason()})
+			Service: serviceKey(u.GetService()), Reason: u.GetReason()})
 	}
 	return out, nil
 }
@@ -227,9 +203,11 @@ func (c *Client) ListUnreadable(ctx context.Context, clusterset string) ([]store
 // DeleteExport removes one cluster's export of a Service (also one that cannot be read)
 // and reports whether it existed.
 func (c *Client) DeleteExport(ctx context.Context, k store.ClusterKey, svc store.ServiceKey) (bool, error) {
-	var resp registryv1.DeleteExportResponse
-	path := clustersetPath(k.Clusterset) + "/clusters/" + url.PathEscape(k.ClusterID) + "/exports/" + url.PathEscape(svc.Namespace) + "/" + url.PathEscape(svc.Name)
-	if err := c.do(ctx, http.MethodDelete, path, &resp); err != nil {
+	resp, err := c.rpc.DeleteExport(ctx, &registryv1.DeleteExportRequest{
+		Clusterset: k.Clusterset, ClusterId: k.ClusterID,
+		Service: &registryv1.ServiceKey{Namespace: svc.Namespace, Name: svc.Name},
+	})
+	if err = c.call(err); err != nil {
 		return false, err
 	}
 	return resp.GetDeleted(), nil
@@ -238,10 +216,10 @@ func (c *Client) DeleteExport(ctx context.Context, k store.ClusterKey, svc store
 // DeleteCluster removes a cluster with its exports and returns how many exports went;
 // store.ErrClusterNotFound when the registry does not know it.
 func (c *Client) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, error) {
-	var resp registryv1.DeleteClusterResponse
-	err := c.do(ctx, http.MethodDelete, clustersetPath(k.Clusterset)+"/clusters/"+url.PathEscape(k.ClusterID), &resp)
+	resp, err := c.rpc.DeleteCluster(ctx, &registryv1.DeleteClusterRequest{Clusterset: k.Clusterset, ClusterId: k.ClusterID})
+	err = c.call(err)
 	var e *Error
-	if errors.As(err, &e) && e.HTTPStatus == http.StatusNotFound {
+	if errors.As(err, &e) && e.Code == codes.NotFound {
 		return 0, fmt.Errorf("%s: %w", e.Message, store.ErrClusterNotFound)
 	}
 	if err != nil {
