@@ -16,6 +16,9 @@ type Forwarder struct {
 	mu   sync.Mutex
 	conn map[net.Conn]struct{}
 	down bool
+	// silent: bytes are dropped both ways and new connections are accepted but never
+	// forwarded — a path that drops packets instead of refusing them.
+	silent bool
 }
 
 // Forward listens on a free loopback port and forwards every connection to target.
@@ -52,9 +55,35 @@ func (f *Forwarder) serve(target string) {
 		f.mu.Lock()
 		f.conn[in], f.conn[out] = struct{}{}, struct{}{}
 		f.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); out.Close() }()
-		go func() { _, _ = io.Copy(in, out); in.Close() }()
+		go func() { _, _ = io.Copy(f.unlessSilent(out), in); out.Close() }()
+		go func() { _, _ = io.Copy(f.unlessSilent(in), out); in.Close() }()
 	}
+}
+
+// unlessSilent writes to w while the forwarder is not silent and drops the bytes while it is.
+func (f *Forwarder) unlessSilent(w io.Writer) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		f.mu.Lock()
+		silent := f.silent
+		f.mu.Unlock()
+		if silent {
+			return len(p), nil
+		}
+		return w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// SetSilent makes the path silent (every byte dropped both ways, on open and new
+// connections alike, nothing refused or closed) or forwards again. A client learns of a
+// silent path only from its own timeouts, keepalives or health checks.
+func (f *Forwarder) SetSilent(silent bool) {
+	f.mu.Lock()
+	f.silent = silent
+	f.mu.Unlock()
 }
 
 // Close stops listening and cuts every forwarded connection.

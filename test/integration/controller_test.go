@@ -674,3 +674,53 @@ func TestControllerLimitRefusal(t *testing.T) {
 	t.Logf("exported %s after the cluster went back under the limit", time.Since(start).Round(100*time.Millisecond))
 	waitRegistryExports(t, reg, "[use1-a:dynamo/second:10.1.0.2]")
 }
+
+// TestControllerLeavesASilentRegistry: the registry URL the controller uses goes silent —
+// its connection stays open and nothing is refused, but no byte passes either way (a
+// forwarder that stops forwarding, a region whose network drops packets). The controller
+// must not wait for its call timeout or TCP keepalives: its health checks on the session
+// find the silence and it fails over to the next URL, registers there and sends its
+// exports. The test prints the figure, from the silence to the exports in the other registry.
+func TestControllerLeavesASilentRegistry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := harness.StartRegistry(t, "--store=memory")
+	front := harness.Forward(t, first.GRPCAddr)
+	second := harness.StartRegistry(t, "--store=memory")
+	cl := memberCluster(t, ctx)
+	// The defaults that matter here: --registry-call-timeout=10s, a renewal every 10 s.
+	ctl := cl.StartController(t, "mcs-controller",
+		"--registry-url=http://"+front.Addr, "--registry-url=http://"+second.GRPCAddr, "--registry-allow-insecure-http",
+		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=us-east-1")
+	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
+	waitExport(t, cl, "dynamo", "svc", readyConditions, 30*time.Second)
+	waitRegistryExports(t, first, "[use1-a:dynamo/svc:]")
+
+	front.SetSilent(true)
+	silent := time.Now()
+	harness.Eventually(t, "the controller on the second registry", 60*time.Second, func() string {
+		if _, body := get(t, "http://"+ctl.MetricsAddr+"/metrics"); !strings.Contains(body, `mcs_controller_registry_active{url="http://`+second.GRPCAddr+`"} 1`) {
+			return grepLines(body, "mcs_controller_registry_active")
+		}
+		return ""
+	})
+	failover := time.Since(silent)
+	waitRegistryExports(t, second, "[use1-a:dynamo/svc:]")
+	took := time.Since(silent)
+	t.Logf("FIGURE silent registry: failover %.1f s after the silence, exports in the next registry after %.1f s (health checks every 1 s with a 2 s timeout; call timeout 10 s)", failover.Seconds(), took.Seconds())
+	// Failing over on the call timeout alone takes 10-20 s (the next renewal, then its
+	// timeout); the health checks must do better than the call timeout.
+	if took > 10*time.Second {
+		t.Errorf("the controller left a silent registry after %s; want it found by the session's health checks, within a few seconds", took.Round(100*time.Millisecond))
+	}
+	// The import watch moved too: a new export comes back as an import through the second registry.
+	mustCreate(t, cl, service("dynamo", "after", 80), serviceExport("dynamo", "after"))
+	waitRegistryExports(t, second, "[use1-a:dynamo/after: use1-a:dynamo/svc:]")
+	harness.Eventually(t, "the import of the new export", 30*time.Second, func() string {
+		var si mcsv1beta1.ServiceImport
+		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "after"}, &si); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}

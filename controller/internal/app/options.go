@@ -38,6 +38,8 @@ type Options struct {
 	Logging             command.Logging
 	failbackMin         time.Duration
 	failbackMax         time.Duration
+	healthInterval      time.Duration
+	healthTimeout       time.Duration
 	registryCallTimeout time.Duration
 	createNamespaces    bool
 	adoptUnmanaged      bool
@@ -75,6 +77,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.failbackMin, "registry-failback-min-interval", 15*time.Second, "After a failover, first wait before probing the earlier registry URLs again.")
 	fs.DurationVar(&o.failbackMax, "registry-failback-max-interval", 2*time.Minute, "Longest wait between failback probes.")
 	fs.DurationVar(&o.registryCallTimeout, "registry-call-timeout", 10*time.Second, "Timeout of one registry call on one URL before the next URL is tried.")
+	fs.DurationVar(&o.healthInterval, "registry-health-interval", time.Second, "With several registry URLs: how often the current one's gRPC health is checked; one that does not answer SERVING within --registry-health-timeout is left for the next that does (0 turns the checks off).")
+	fs.DurationVar(&o.healthTimeout, "registry-health-timeout", 2*time.Second, "Timeout of one health check of the current registry URL.")
 	fs.BoolVar(&o.createNamespaces, "create-namespaces", false, "Create the namespace of an import when it does not exist, instead of holding the import until it is created.")
 	fs.BoolVar(&o.adoptUnmanaged, "adopt-unmanaged-imports", false, "Take over ServiceImports with an import's name that this controller did not create.")
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")

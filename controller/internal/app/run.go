@@ -163,7 +163,8 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 			return err
 		}
 	}
-	// The session, the import watch and the failback prober run on the leader only.
+	// The session, the import watch, the failback prober and the health watch run on the
+	// leader only.
 	for _, r := range []func(context.Context) error{
 		func(ctx context.Context) error {
 			// Exports are read from the cache; wait for it before the first registration.
@@ -175,6 +176,10 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		func(ctx context.Context) error { return watch.Run(ctx, exp, imp) },
 		imp.Resync,
 		func(ctx context.Context) error { pool.RunFailback(ctx, o.failbackMin, o.failbackMax); return nil },
+		func(ctx context.Context) error {
+			pool.RunHealthWatch(ctx, o.healthInterval, o.healthTimeout)
+			return nil
+		},
 	} {
 		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
 			return err

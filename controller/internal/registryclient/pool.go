@@ -95,6 +95,37 @@ type conn struct {
 	cc     *grpc.ClientConn
 	client registryv1.RegistryServiceClient
 	health healthpb.HealthClient
+
+	mu sync.Mutex
+	// abandoned ends when the health watch leaves this URL: the calls and streams still on
+	// it end too, rather than wait for their timeout on a registry that went silent.
+	abandoned context.Context
+	abandon   context.CancelFunc
+}
+
+func newConn(t Target, cc *grpc.ClientConn) *conn {
+	c := &conn{target: t, cc: cc, client: registryv1.NewRegistryServiceClient(cc), health: healthpb.NewHealthClient(cc)}
+	c.abandoned, c.abandon = context.WithCancel(context.Background())
+	return c
+}
+
+// bind returns ctx, ended also when the URL is abandoned, and its release.
+func (c *conn) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	abandoned := c.abandoned
+	c.mu.Unlock()
+	bctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(abandoned, cancel)
+	context.AfterFunc(bctx, func() { stop() })
+	return bctx, cancel
+}
+
+// leave ends every call and stream on the URL; later ones start afresh.
+func (c *conn) leave() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.abandon()
+	c.abandoned, c.abandon = context.WithCancel(context.Background())
 }
 
 // Pool holds a connection per registry URL and sends each call to the first URL, in
@@ -153,7 +184,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 			p.Close()
 			return nil, fmt.Errorf("registry %s: %w", t.URL, err)
 		}
-		p.conns = append(p.conns, &conn{target: t, cc: cc, client: registryv1.NewRegistryServiceClient(cc), health: healthpb.NewHealthClient(cc)})
+		p.conns = append(p.conns, newConn(t, cc))
 	}
 	if f := p.metrics.Active; f != nil && len(p.conns) > 0 {
 		f(p.conns[0].target.URL)
@@ -203,7 +234,7 @@ func ClustersetUnknown(err error) bool {
 // failover order, moving the current URL to the first that answers. Each attempt has the
 // pool's call timeout.
 func (p *Pool) Call(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) error {
-	_, err := p.try(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+	_, err := p.try(ctx, false, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		actx, cancel := context.WithTimeout(ctx, p.callTimeout)
 		defer cancel()
 		return fn(actx, c)
@@ -212,14 +243,15 @@ func (p *Pool) Call(ctx context.Context, fn func(context.Context, registryv1.Reg
 }
 
 // Stream opens a server stream on the current URL (failing over like Call) and returns the
-// URL it is on. The stream lives until ctx ends.
+// URL it is on. The stream lives until ctx ends or the health watch leaves the URL.
 func (p *Pool) Stream(ctx context.Context, open func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
-	return p.try(ctx, open)
+	return p.try(ctx, true, open)
 }
 
 // try runs fn on the URLs in failover order, from the current one, until one answers
-// without a transient error, and makes that one current.
-func (p *Pool) try(ctx context.Context, fn func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
+// without a transient error, and makes that one current. A call cut short because the
+// health watch left its URL counts as transient.
+func (p *Pool) try(ctx context.Context, stream bool, fn func(context.Context, registryv1.RegistryServiceClient) error) (string, error) {
 	p.mu.Lock()
 	start := p.current
 	p.mu.Unlock()
@@ -227,7 +259,15 @@ func (p *Pool) try(ctx context.Context, fn func(context.Context, registryv1.Regi
 	for i := range p.conns {
 		idx := (start + i) % len(p.conns)
 		c := p.conns[idx]
-		err := honourRetryHints(ctx, func() error { return fn(ctx, c.client) })
+		bctx, release := c.bind(ctx)
+		err := honourRetryHints(bctx, func() error { return fn(bctx, c.client) })
+		left := err != nil && bctx.Err() != nil && ctx.Err() == nil
+		if !stream || err != nil {
+			release() // a stream keeps its context until ctx ends or the URL is left
+		}
+		if left {
+			err = status.Errorf(codes.Unavailable, "the health watch left %s: %v", c.target.URL, err)
+		}
 		if f := p.metrics.ConnectionState; f != nil {
 			f(c.target.URL, err == nil || !transient(err))
 		}
@@ -240,6 +280,55 @@ func (p *Pool) try(ctx context.Context, fn func(context.Context, registryv1.Regi
 		errs = append(errs, fmt.Errorf("%s: %w", c.target.URL, err))
 	}
 	return "", fmt.Errorf("no registry URL answered: %w", errors.Join(errs...))
+}
+
+// RunHealthWatch checks the current URL's gRPC health every interval, each check bounded
+// by timeout. When the current URL does not answer SERVING in time — a registry that went
+// silent without refusing connections, or one that drains — it moves to the next URL that
+// does, and ends the calls and streams still on the old one, so neither waits for its own
+// timeout. With one URL there is nowhere to go and it does nothing.
+func (p *Pool) RunHealthWatch(ctx context.Context, interval, timeout time.Duration) {
+	if len(p.conns) < 2 || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		cur := p.current
+		p.mu.Unlock()
+		if p.serving(ctx, cur, timeout) {
+			continue
+		}
+		for i := 1; i < len(p.conns); i++ {
+			next := (cur + i) % len(p.conns)
+			if p.serving(ctx, next, timeout) {
+				p.log.Warn("registry URL does not answer its health check; leaving it", "url", p.conns[cur].target.URL, "timeout", timeout)
+				p.switchTo(next)
+				p.conns[cur].leave()
+				break
+			}
+		}
+	}
+}
+
+// serving health-checks one URL.
+func (p *Pool) serving(ctx context.Context, idx int, timeout time.Duration) bool {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := p.conns[idx].health.Check(hctx, &healthpb.HealthCheckRequest{})
+	up := err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	if ctx.Err() == nil {
+		if f := p.metrics.ConnectionState; f != nil {
+			f(p.conns[idx].target.URL, up)
+		}
+	}
+	return up
 }
 
 func (p *Pool) switchTo(idx int) {
