@@ -116,12 +116,30 @@ func jsonString(v map[string]any) string {
 // sees the api module).
 func buildGoExample(t *testing.T, root, tmp string) string {
 	t.Helper()
+	// As a user builds it: alone (GOWORK=off), the API module from a module proxy made of
+	// this tree at a version of its own.
+	proxy, version := harness.ModuleProxy(t, "")
+	src := filepath.Join(tmp, "example-go-src")
+	if err := os.CopyFS(src, os.DirFS(filepath.Join(root, "examples", "go"))); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(tmp, "example-go")
-	build := exec.Command("go", "build", "-o", out, ".")
-	build.Dir = filepath.Join(root, "examples", "go")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build examples/go: %v\n%s", err, b)
+	goproxy, err := exec.Command("go", "env", "GOPROXY").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -trimpath -buildvcs=false",
+		"GONOSUMDB="+strings.TrimSuffix(harness.ModulePrefix, "/"), "GOPROXY="+proxy+","+strings.TrimSpace(string(goproxy)))
+	for _, args := range [][]string{
+		{"mod", "edit", "-require=" + harness.ModulePrefix + "api@" + version},
+		{"build", "-o", out, "."},
+	} {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = src
+		cmd.Env = env
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("examples/go: go %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
 	}
 	return out
 }

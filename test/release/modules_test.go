@@ -18,7 +18,7 @@ import (
 // released are the modules tagged on a release (RELEASING.md), in dependency order.
 var released = []string{"internal", "api", "registry", "gds-client", "controller", "admin"}
 
-const modulePrefix = "github.com/ai-dynamo/global-discovery-mcs/"
+const modulePrefix = harness.ModulePrefix
 
 // TestModulesInstallFromAProxy takes the modules as a user does once they are tagged:
 // tools/modproxy makes a file:// module proxy of this tree at a release version (module
@@ -57,18 +57,8 @@ func TestModulesInstallFromAProxy(t *testing.T) {
 	}
 	realCache, usualProxy := goEnv("GOMODCACHE"), goEnv("GOPROXY")
 
-	modproxy := filepath.Join(work, "modproxy")
-	build := exec.Command("go", "build", "-o", modproxy, ".")
-	build.Dir = filepath.Join(root, "tools", "modproxy")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building tools/modproxy: %v\n%s", err, out)
-	}
 	const version = "v1.2.3"
-	proxy := filepath.Join(work, "proxy")
-	if out, err := exec.Command(modproxy, "-root", root, "-out", proxy, "-version", version).CombinedOutput(); err != nil {
-		t.Fatalf("modproxy: %v\n%s", err, out)
-	}
+	proxy, _ := harness.ModuleProxy(t, version)
 
 	// A module cache of its own, so this tree's content under a release's version never
 	// lands in the machine's cache; the machine's cache serves the third-party modules
@@ -77,7 +67,7 @@ func TestModulesInstallFromAProxy(t *testing.T) {
 		"GOWORK=off",
 		"GOFLAGS=-modcacherw -trimpath -buildvcs=false",
 		"GOMODCACHE="+filepath.Join(work, "modcache"),
-		"GOPROXY=file://"+proxy+",file://"+filepath.Join(realCache, "cache", "download")+","+usualProxy,
+		"GOPROXY="+proxy+",file://"+filepath.Join(realCache, "cache", "download")+","+usualProxy,
 		"GONOSUMDB="+strings.TrimSuffix(modulePrefix, "/"),
 		"GOBIN="+filepath.Join(work, "bin"),
 		"CGO_ENABLED=0",
