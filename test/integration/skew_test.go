@@ -13,14 +13,14 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-// startEarlierRegistry starts the earlier release's mcs-registry with the memory store, with
-// the flags that release knows.
-func startEarlierRegistry(t *testing.T, bin string) *harness.Registry {
+// startEarlierRegistry starts the earlier release's mcs-registry with the flags that release
+// knows and the store flags given.
+func startEarlierRegistry(t *testing.T, bin string, store ...string) *harness.Registry {
 	t.Helper()
 	r := &harness.Registry{GRPCAddr: harness.Addr(harness.FreePort(t)), RESTAddr: harness.Addr(harness.FreePort(t)), AdminAddr: harness.Addr(harness.FreePort(t))}
 	r.Process = harness.StartProcess(t, "mcs-registry (earlier)", filepath.Join(bin, "mcs-registry"),
-		"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text",
-		"--max-watches-per-client=100000", "--store=memory")
+		append([]string{"--grpc-addr", r.GRPCAddr, "--rest-addr", r.RESTAddr, "--admin-addr", r.AdminAddr, "--log-format", "text",
+			"--max-watches-per-client=100000"}, store...)...)
 	r.WaitHTTP(t, "http://"+r.AdminAddr+"/readyz", 30*time.Second)
 	return r
 }
@@ -44,35 +44,47 @@ func startEarlierController(t *testing.T, c *harness.Cluster, bin string, args .
 
 // TestVersionSkew runs the earlier release (harness.EarlierRelease) beside the current
 // code, as a rolling upgrade leaves them for days: the current registry with an earlier
-// and a current controller, then the earlier registry with the same pair. In both, each
-// cluster's export imports in both clusters and an endpoint change in either cluster
-// reaches the other — the newer watch options (cluster deltas, snapshot pages) fall back
-// against a registry that does not know them, and an older watch is served as it asks.
+// and a current controller; the earlier registry with the same pair; and an earlier and a
+// current DynamoDB-store replica over one table, each serving one of the controllers, so
+// each reads the other's items and stream records. In each, both clusters' exports import
+// in both clusters and an endpoint change in either cluster reaches the other — the newer
+// watch options (cluster deltas, snapshot pages) fall back against a registry that does not
+// know them, and an older watch is served as it asks.
 func TestVersionSkew(t *testing.T) {
 	earlier := harness.EarlierBinaries(t, harness.EarlierRelease)
 	for _, tc := range []struct {
-		name            string
-		earlierRegistry bool
+		name string
+		// registries returns the registries the earlier and the current controller use.
+		registries func(t *testing.T) (forEarlier, forCurrent *harness.Registry)
 	}{
-		{"current registry", false},
-		{"earlier registry", true},
+		{"current registry", func(t *testing.T) (*harness.Registry, *harness.Registry) {
+			r := harness.StartRegistry(t, "--store=memory")
+			return r, r
+		}},
+		{"earlier registry", func(t *testing.T) (*harness.Registry, *harness.Registry) {
+			r := startEarlierRegistry(t, earlier, "--store=memory")
+			return r, r
+		}},
+		{"earlier and current replicas over one table", func(t *testing.T) (*harness.Registry, *harness.Registry) {
+			d := harness.StartDynamoDB(t)
+			table := newTable(t, d)
+			t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
+			t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
+			old := startEarlierRegistry(t, earlier, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint)
+			return old, dynamoRegistry(t, d, table)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			var reg *harness.Registry
-			if tc.earlierRegistry {
-				reg = startEarlierRegistry(t, earlier)
-			} else {
-				reg = harness.StartRegistry(t, "--store=memory")
-			}
+			regEarlier, regCurrent := tc.registries(t)
 			cls := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"use1-a", "usw2-a"}})
 			a, b := cls[0], cls[1]
 			for _, c := range cls {
 				createNamespaces(t, ctx, c.Client, "dynamo")
 			}
-			startEarlierController(t, a, earlier, controllerArgs(reg, "use1-a")...)
-			b.StartController(t, "mcs-controller/usw2-a", controllerArgs(reg, "usw2-a")...)
+			startEarlierController(t, a, earlier, controllerArgs(regEarlier, "use1-a")...)
+			b.StartController(t, "mcs-controller/usw2-a", controllerArgs(regCurrent, "usw2-a")...)
 
 			mustCreate(t, a, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-a", "10.1.0.1"))
 			mustCreate(t, b, service("dynamo", "relay", 80), serviceExport("dynamo", "relay"), slice("dynamo", "relay", "relay-b", "10.2.0.1"))
