@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
@@ -217,5 +218,67 @@ func TestKillStale(t *testing.T) {
 	}
 	if err := keep.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("a process of another folder was killed: %v", err)
+	}
+}
+
+// TestReplicatorStallAndDelay: the replicator copies a write to the other region after its
+// delay; paused, it copies nothing until it resumes, then everything it read; a longer delay
+// holds each copy back that long.
+func TestReplicatorStallAndDelay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := harness.StartDynamoDB(t), harness.StartDynamoDB(t)
+	table := harness.TableName(t)
+	for _, d := range []*harness.DynamoDB{a, b} {
+		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := harness.Replicate(t, a, b, table, 100*time.Millisecond)
+	key := func(sk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CS#test"}, "SK": &types.AttributeValueMemberS{Value: sk}}
+	}
+	put := func(sk string) {
+		t.Helper()
+		if _, err := a.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key(sk)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inB := func(sk string) bool {
+		t.Helper()
+		out, err := b.Client().GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(sk), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item != nil
+	}
+	waitInB := func(sk string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		harness.Eventually(t, sk+" replicated", 20*time.Second, func() string {
+			if !inB(sk) {
+				return "not in region B"
+			}
+			return ""
+		})
+		return time.Since(start)
+	}
+
+	put("USAGE#one")
+	waitInB("USAGE#one")
+
+	r.Pause()
+	put("USAGE#two")
+	time.Sleep(time.Second)
+	if inB("USAGE#two") {
+		t.Fatal("a write was replicated while replication was paused")
+	}
+	r.Resume()
+	waitInB("USAGE#two")
+
+	r.SetDelay(2 * time.Second)
+	put("USAGE#three")
+	if took := waitInB("USAGE#three"); took < 1500*time.Millisecond {
+		t.Errorf("a write with a 2 s delay was replicated after %s", took)
 	}
 }

@@ -15,14 +15,17 @@ import (
 )
 
 // Replicator copies every item change of one table between two DynamoDB servers (two
-// "regions"), asynchronously after Delay, with last writer wins — what DynamoDB Global
+// "regions"), asynchronously after a delay, with last writer wins — what DynamoDB Global
 // Tables do, which no local server emulates. A change is stamped with the time the
 // replicator read it from its region's stream; a replicated change is applied only when it
-// is newer than the last change of that item in the receiving region.
+// is newer than the last change of that item in the receiving region. A test can slow
+// replication (SetDelay) or stall it (Pause, Resume), as a regional incident does.
 type Replicator struct {
-	Delay time.Duration
-
-	mu sync.Mutex
+	mu    sync.Mutex
+	delay time.Duration
+	// paused holds the copies read while replication is stalled, in order.
+	paused  bool
+	pending []func()
 	// last write time per region per item key ("PK|SK").
 	last [2]map[string]time.Time
 	// echo counts writes the replicator made into a region, which come back on that
@@ -35,7 +38,7 @@ type Replicator struct {
 // Replicate starts replicating table between a and b until the test ends.
 func Replicate(tb testing.TB, a, b *DynamoDB, table string, delay time.Duration) *Replicator {
 	tb.Helper()
-	r := &Replicator{Delay: delay, table: table, dbs: [2]*DynamoDB{a, b}}
+	r := &Replicator{delay: delay, table: table, dbs: [2]*DynamoDB{a, b}}
 	for i := range 2 {
 		r.last[i], r.echo[i] = map[string]time.Time{}, map[string]int{}
 	}
@@ -49,6 +52,36 @@ func Replicate(tb testing.TB, a, b *DynamoDB, table string, delay time.Duration)
 		go r.follow(ctx, i, it)
 	}
 	return r
+}
+
+// SetDelay changes the delay of the copies read from now on.
+func (r *Replicator) SetDelay(d time.Duration) {
+	r.mu.Lock()
+	r.delay = d
+	r.mu.Unlock()
+}
+
+// Pause stalls replication both ways: changes keep being read from each region's stream,
+// and none is copied until Resume.
+func (r *Replicator) Pause() {
+	r.mu.Lock()
+	r.paused = true
+	r.mu.Unlock()
+}
+
+// Resume copies what was read during the stall, in order and after the delay, and
+// replicates as before.
+func (r *Replicator) Resume() {
+	r.mu.Lock()
+	r.paused = false
+	pending, delay := r.pending, r.delay
+	r.pending = nil
+	r.mu.Unlock()
+	time.AfterFunc(delay, func() {
+		for _, copyChange := range pending {
+			copyChange()
+		}
+	})
 }
 
 func itemKey(keys map[string]streamtypes.AttributeValue) string {
@@ -118,7 +151,7 @@ func (r *Replicator) observe(ctx context.Context, from int, rec streamtypes.Reco
 	to := 1 - from
 	image := rec.Dynamodb.NewImage
 	remove := rec.EventName == streamtypes.OperationTypeRemove
-	time.AfterFunc(r.Delay, func() {
+	copyChange := func() {
 		r.mu.Lock()
 		if r.last[to][k].After(now) {
 			// The receiving region wrote the item later: its write wins there (and its
@@ -141,7 +174,14 @@ func (r *Replicator) observe(ctx context.Context, from int, rec streamtypes.Reco
 			r.echo[to][k]--
 			r.mu.Unlock()
 		}
-	})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		r.pending = append(r.pending, copyChange)
+		return
+	}
+	time.AfterFunc(r.delay, copyChange)
 }
 
 // convert turns a stream image into table attribute values.
