@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +115,55 @@ func TestTwoRegions(t *testing.T) {
 	})
 	converge(t, ra, rb, "/v1/clustersets/prod/clusters", func(string) bool { return true })
 	t.Logf("deletion in one region during renewals in the other: both regions agree after %s", took.Round(10*time.Millisecond))
+}
+
+// TestReplicationLagMetric: two regions replicated 2 s late. Each registry measures the
+// other region's lag from the replication heartbeats (its own clock only): about the 2 s
+// delay; while replication stalls, the lag grows with the stall; when it resumes, the lag
+// falls back. The test prints the figures.
+func TestReplicationLagMetric(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d1, d2 := harness.StartDynamoDB(t), harness.StartDynamoDB(t)
+	d2.Region = "us-west-2"
+	table := harness.TableName(t)
+	for _, d := range []*harness.DynamoDB{d1, d2} {
+		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repl := harness.Replicate(t, d1, d2, table, 2*time.Second)
+	ra, rb := dynamoRegistry(t, d1, table), dynamoRegistry(t, d2, table)
+	lagAt := func(r *harness.Registry, source string) (float64, bool) {
+		text := harness.Scrape(t, "http://"+r.AdminAddr+"/metrics")
+		series := `mcs_registry_replication_lag_seconds{source_region="` + source + `"}`
+		v, err := harness.MetricIn(text, series)
+		return v, err == nil && strings.Contains(text, series+" ")
+	}
+	waitLag := func(what string, ok func(a, b float64) bool) (float64, float64) {
+		t.Helper()
+		var a, b float64
+		harness.Eventually(t, what, 60*time.Second, func() string {
+			var okA, okB bool
+			a, okA = lagAt(ra, "us-west-2")
+			b, okB = lagAt(rb, "us-east-1")
+			if !okA || !okB || !ok(a, b) {
+				return fmt.Sprintf("lag in region A of B %.1f s (%v), in region B of A %.1f s (%v)", a, okA, b, okB)
+			}
+			return ""
+		})
+		return a, b
+	}
+	a, b := waitLag("the 2 s replication delay measured", func(a, b float64) bool { return a >= 1 && a <= 4 && b >= 1 && b <= 4 })
+	t.Logf("FIGURE replication lag with a 2 s delay: region A measures B at %.1f s, B measures A at %.1f s", a, b)
+
+	repl.Pause()
+	time.Sleep(10 * time.Second)
+	a, b = waitLag("the stall measured", func(a, b float64) bool { return a >= 8 && b >= 8 })
+	t.Logf("FIGURE replication lag 10 s into a stall: %.1f s and %.1f s", a, b)
+
+	repl.Resume()
+	resumed := time.Now()
+	a, b = waitLag("the lag after the stall", func(a, b float64) bool { return a <= 4 && b <= 4 })
+	t.Logf("FIGURE replication lag back to %.1f s and %.1f s %.1f s after replication resumed", a, b, time.Since(resumed).Seconds())
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/tlsfiles"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 )
 
 // buildTLS loads the TLS files; they are read again when they change (a renewed
@@ -80,6 +81,10 @@ func (p *process) buildStore(ctx context.Context) error {
 	// gRPC health and /readyz follow the store: a controller's failback probe moves back
 	// only to a registry that can serve. "" and the service's name say the same.
 	go p.storeState.follow(runCtx, p.health, st, p.m.storeUp.Set)
+	if ds, ok := st.(*dynamostore.Store); ok {
+		go ds.RunHeartbeats(runCtx)
+		p.reg.MustRegister(newReplicationLag(ds))
+	}
 	return nil
 }
 

@@ -22,6 +22,9 @@ type Config struct {
 	DynamoDBTable string
 	Region        string
 	EndpointURL   string
+	// ReplicationHeartbeatInterval: how often this replica writes its replication
+	// heartbeat; 0: none.
+	ReplicationHeartbeatInterval time.Duration
 	// Client authentication (docs/security.md).
 	ClientCAFile    string
 	TrustDomain     string

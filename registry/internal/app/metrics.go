@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"runtime"
 	"sync"
+	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,5 +206,30 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(i.exports, prometheus.GaugeValue, float64(inv.Exports), inv.Clusterset)
 		ch <- prometheus.MustNewConstMetric(i.imports, prometheus.GaugeValue, float64(inv.Imports), inv.Clusterset)
 		ch <- prometheus.MustNewConstMetric(i.conflicting, prometheus.GaugeValue, float64(inv.Conflicts), inv.Clusterset)
+	}
+}
+
+// replicationLag reports the DynamoDB store's measure of each other region's replication
+// lag (its heartbeats).
+type replicationLag struct {
+	store interface {
+		ReplicationLag() map[string]time.Duration
+	}
+	desc *prometheus.Desc
+}
+
+func newReplicationLag(st interface {
+	ReplicationLag() map[string]time.Duration
+}) *replicationLag {
+	return &replicationLag{store: st, desc: prometheus.NewDesc("mcs_registry_replication_lag_seconds",
+		"How far behind this replica the writes of another region arrive, by source region, measured from replication heartbeats with this replica's clock only: half the heartbeats' round trip, plus the silence since the region's last heartbeat beyond the heartbeat interval.",
+		[]string{"source_region"}, nil)}
+}
+
+func (r *replicationLag) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+func (r *replicationLag) Collect(ch chan<- prometheus.Metric) {
+	for region, lag := range r.store.ReplicationLag() {
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, lag.Seconds(), region)
 	}
 }

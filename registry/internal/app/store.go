@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,11 +53,24 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st := dynamostore.New(dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem, Quota: quota})
+	stOpts := dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Capacity: capacity, BadItem: badItem, Quota: quota}
+	if cfg.ReplicationHeartbeatInterval > 0 {
+		stOpts.Replication = &dynamostore.ReplicationOptions{Region: awsCfg.Region, Replica: replicaName(), Interval: cfg.ReplicationHeartbeatInterval}
+	}
+	st := dynamostore.New(stOpts)
 	if err := st.Ping(pctx); err != nil {
 		return nil, fmt.Errorf("--dynamodb-table %s in %s: %w (create it with mcs-admin create-table)", cfg.DynamoDBTable, awsCfg.Region, err)
 	}
 	return st, nil
+}
+
+// replicaName names this replica among its region's: the pod's name (its hostname) and
+// process id (1 in a pod, so a restarted pod takes its item back), or a random one.
+func replicaName() string {
+	if h, err := os.Hostname(); err == nil && h != "" && !strings.Contains(h, "#") {
+		return fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	return "replica-" + rand.Text()
 }
 
 // storeCheckEvery is how often the store is asked whether it answers.

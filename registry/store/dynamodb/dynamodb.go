@@ -9,6 +9,9 @@
 //	SK "EPS#<ns>/<name>#<cluster>#<gen>#<i>"   one chunk of a large endpoint set
 //	SK "USAGE#<cluster>"                       uX, uE, uB: the cluster's exports, endpoints, bytes (usage.go)
 //
+// and, in the partition "CS#mcs-replication", one replication heartbeat per replica
+// (replication.go): SK "USAGE#HEARTBEAT#<region>#<replica>", region, seq, echo.
+//
 // Every read-modify-write is a conditional write: a renewal or an export needs the cluster
 // item to exist, so nothing resurrects a deleted cluster; an export's createMs is written
 // with if_not_exists, once.
@@ -63,6 +66,8 @@ type Store struct {
 	badItem BadItemFunc
 	now     func() time.Time
 	quota   store.Quota
+	// replication measures the other regions' lag from heartbeats; nil: none.
+	replication *replication
 }
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.
@@ -84,6 +89,9 @@ type Options struct {
 	BadItem BadItemFunc
 	// Quota bounds what each cluster may hold, across every replica sharing the table.
 	Quota store.Quota
+	// Replication, when set, turns on the replication heartbeats (RunHeartbeats,
+	// ReplicationLag): for replicas in several regions over one Global Table.
+	Replication *ReplicationOptions
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -99,7 +107,11 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	return &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota}
+	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota}
+	if opts.Replication != nil {
+		st.replication = newReplication(*opts.Replication)
+	}
+	return st
 }
 
 // Ping implements store.Store.

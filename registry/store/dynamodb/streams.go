@@ -123,6 +123,10 @@ func (st *Store) record(ctx context.Context, r streamtypes.Record) {
 			st.badItem(keyString(r.Dynamodb.Keys, attrPK), keyString(r.Dynamodb.Keys, attrSK), fmt.Errorf("%w: decoding panicked: %v", errBadItem, p))
 		}
 	}()
+	if isHeartbeat(r.Dynamodb.Keys) {
+		st.observeHeartbeat(r)
+		return
+	}
 	if c := st.chunkChange(ctx, r); c != nil {
 		st.feed.Publish(*c)
 		return
