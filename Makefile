@@ -2,7 +2,8 @@
 #
 #   make tools      pinned tools into bin/ and node_modules/ (cold: ~15 min for the Kubernetes binaries)
 #   make generate   generated API code (Go, OpenAPI, TypeScript, Python) from api/proto
-#   make build      every binary into bin/
+#   make build      every binary into bin/, each in its module alone (GOWORK=off), as `go install` builds it
+#   make tidy       each released module tidy as it builds alone, at the workspace's versions
 #   make image      the image as an OCI tarball in dist/, with no Docker engine
 #   make release    binaries, chart package and image tarball for every platform in dist/
 #   make test       lint, generated-code check, unit and integration tests (what CI runs)
