@@ -34,6 +34,21 @@ func converge(t *testing.T, a, b *harness.Registry, path string, ok func(string)
 	return 0
 }
 
+// twoRegions starts two DynamoDB servers, us-east-1 and us-west-2, with the table in
+// both, replicated two seconds late as a Global Table.
+func twoRegions(t *testing.T, ctx context.Context) (d1, d2 *harness.DynamoDB, table string, repl *harness.Replicator) {
+	t.Helper()
+	d1, d2 = harness.StartDynamoDB(t), harness.StartDynamoDB(t)
+	d2.Region = "us-west-2"
+	table = harness.TableName(t)
+	for _, d := range []*harness.DynamoDB{d1, d2} {
+		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d1, d2, table, harness.Replicate(t, d1, d2, table, 2*time.Second)
+}
+
 // TestTwoRegions runs a registry in each of two "regions" — two DynamoDB servers whose
 // tables a test replicator keeps in sync asynchronously, two seconds late, last writer wins,
 // as Global Tables do — and checks that both regions converge to the same clusters and
@@ -42,15 +57,7 @@ func converge(t *testing.T, a, b *harness.Registry, path string, ok func(string)
 func TestTwoRegions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d1, d2 := harness.StartDynamoDB(t), harness.StartDynamoDB(t)
-	d2.Region = "us-west-2"
-	table := harness.TableName(t)
-	for _, d := range []*harness.DynamoDB{d1, d2} {
-		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
-			t.Fatal(err)
-		}
-	}
-	harness.Replicate(t, d1, d2, table, 2*time.Second)
+	d1, d2, table, _ := twoRegions(t, ctx)
 	ra, rb := dynamoRegistry(t, d1, table), dynamoRegistry(t, d2, table)
 	ca, cb := dial(t, ra.GRPCAddr), dial(t, rb.GRPCAddr)
 
@@ -124,15 +131,7 @@ func TestTwoRegions(t *testing.T) {
 func TestReplicationLagMetric(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d1, d2 := harness.StartDynamoDB(t), harness.StartDynamoDB(t)
-	d2.Region = "us-west-2"
-	table := harness.TableName(t)
-	for _, d := range []*harness.DynamoDB{d1, d2} {
-		if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
-			t.Fatal(err)
-		}
-	}
-	repl := harness.Replicate(t, d1, d2, table, 2*time.Second)
+	d1, d2, table, repl := twoRegions(t, ctx)
 	ra, rb := dynamoRegistry(t, d1, table), dynamoRegistry(t, d2, table)
 	lagAt := func(r *harness.Registry, source string) (float64, bool) {
 		text := harness.Scrape(t, "http://"+r.AdminAddr+"/metrics")

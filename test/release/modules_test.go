@@ -20,6 +20,20 @@ var released = []string{"internal", "api", "registry", "gds-client", "controller
 
 const modulePrefix = harness.ModulePrefix
 
+// readGoMod parses module m's go.mod in the tree at root.
+func readGoMod(t *testing.T, root, m string) *modfile.File {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, m, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse(m+"/go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestModulesInstallFromAProxy takes the modules as a user does once they are tagged:
 // tools/modproxy makes a file:// module proxy of this tree at a release version (module
 // zips as the Go command makes them from a tag), and an outside module, with GOWORK=off
@@ -33,14 +47,7 @@ func TestModulesInstallFromAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range released {
-		data, err := os.ReadFile(filepath.Join(root, m, "go.mod"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := modfile.Parse(m+"/go.mod", data, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := readGoMod(t, root, m)
 		// `go install module@version` refuses a module whose go.mod has one.
 		for _, r := range f.Replace {
 			t.Errorf("%s/go.mod replaces %s: a released module carries no replace directive (go.work joins the modules)", m, r.Old.Path)
@@ -183,14 +190,7 @@ func TestReleaseModulesTagsWhatTheGoCommandVerifies(t *testing.T) {
 		}
 	}
 	for _, m := range released {
-		data, err := os.ReadFile(filepath.Join(clone, m, "go.mod"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := modfile.Parse(m+"/go.mod", data, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := readGoMod(t, clone, m)
 		if len(f.Replace) > 0 {
 			t.Errorf("%s/go.mod at the release has replace directives", m)
 		}

@@ -107,6 +107,12 @@ func (o *Options) targets() ([]registryclient.Target, error) {
 	if o.importWorkers < 1 || o.importWorkers > 64 {
 		return nil, fmt.Errorf("--import-workers %d: must be between 1 and 64", o.importWorkers)
 	}
+	if o.healthInterval < 0 || (o.healthInterval > 0 && o.healthInterval < 100*time.Millisecond) {
+		return nil, fmt.Errorf("--registry-health-interval %s: must be 0 (no health checks) or at least 100ms", o.healthInterval)
+	}
+	if o.healthTimeout < 100*time.Millisecond {
+		return nil, fmt.Errorf("--registry-health-timeout %s: must be at least 100ms", o.healthTimeout)
+	}
 	return targets, nil
 }
 

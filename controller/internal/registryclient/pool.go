@@ -317,7 +317,7 @@ func (p *Pool) RunHealthWatch(ctx context.Context, interval, timeout time.Durati
 	}
 }
 
-// serving health-checks one URL.
+// serving health-checks one URL and reports the answer as its connection state.
 func (p *Pool) serving(ctx context.Context, idx int, timeout time.Duration) bool {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -365,14 +365,7 @@ func (p *Pool) RunFailback(ctx context.Context, lo, hi time.Duration) {
 		}
 		back := false
 		for i := 0; i < cur; i++ {
-			hctx, cancel := context.WithTimeout(ctx, p.callTimeout)
-			resp, err := p.conns[i].health.Check(hctx, &healthpb.HealthCheckRequest{})
-			cancel()
-			up := err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-			if f := p.metrics.ConnectionState; f != nil {
-				f(p.conns[i].target.URL, up)
-			}
-			if up {
+			if p.serving(ctx, i, p.callTimeout) {
 				p.log.Info("registry URL answers again; failing back", "url", p.conns[i].target.URL)
 				p.switchTo(i)
 				back = true

@@ -92,5 +92,8 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--idle-timeout: %s must be at least 1s", c.IdleTimeout))
 	}
+	if h := c.ReplicationHeartbeatInterval; h != 0 && (h < 500*time.Millisecond || h > time.Minute) {
+		errs = append(errs, fmt.Errorf("--replication-heartbeat-interval: %s must be 0 (no heartbeats) or between 500ms and 1m", h))
+	}
 	return errors.Join(errs...)
 }

@@ -212,15 +212,16 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 // replicationLag reports the DynamoDB store's measure of each other region's replication
 // lag (its heartbeats).
 type replicationLag struct {
-	store interface {
-		ReplicationLag() map[string]time.Duration
-	}
-	desc *prometheus.Desc
+	store lagMeasure
+	desc  *prometheus.Desc
 }
 
-func newReplicationLag(st interface {
+// lagMeasure is the store's replication measure (the DynamoDB store's heartbeats).
+type lagMeasure interface {
 	ReplicationLag() map[string]time.Duration
-}) *replicationLag {
+}
+
+func newReplicationLag(st lagMeasure) *replicationLag {
 	return &replicationLag{store: st, desc: prometheus.NewDesc("mcs_registry_replication_lag_seconds",
 		"How far behind this replica the writes of another region arrive, by source region, measured from replication heartbeats with this replica's clock only: half the heartbeats' round trip, plus the silence since the region's last heartbeat beyond the heartbeat interval.",
 		[]string{"source_region"}, nil)}
