@@ -161,7 +161,7 @@ fuzz:
 
 # Integration tests run the real binaries against real kube-apiservers and dynoxide.
 test-integration:
-	cd test && go test $(GO_TEST_FLAGS) -timeout 20m ./...
+	cd test && go test $(GO_TEST_FLAGS) -timeout 30m ./...
 
 # As root, with containerd and the CNI plugins installed (.ci/run installs them), `make demo`
 # gives every cluster a real node (containerd, kubelet, kube-proxy), installs the chart as

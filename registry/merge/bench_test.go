@@ -27,7 +27,7 @@ func BenchmarkMerge100Clusters(b *testing.B) {
 	clusters := active(ids...)
 	b.ReportAllocs()
 	for b.Loop() {
-		if imp := Service(svc, exports, clusters, now); len(imp.GetClusters()) != 100 {
+		if imp := Service(svc, exports, clusters); len(imp.GetClusters()) != 100 {
 			b.Fatal("wrong merge")
 		}
 	}

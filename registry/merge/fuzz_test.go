@@ -33,8 +33,8 @@ func FuzzMerge(f *testing.F) {
 			{ClusterID: "a", Service: svc, Spec: sa, CreateTime: now.Add(-time.Duration(ageA))},
 			{ClusterID: "b", Service: svc, Spec: sb, CreateTime: now.Add(-time.Duration(ageB))},
 		}
-		first := Service(svc, exports, active("a", "b"), now)
-		second := Service(svc, []store.Export{exports[1], exports[0]}, active("a", "b"), now)
+		first := Service(svc, exports, active("a", "b"))
+		second := Service(svc, []store.Export{exports[1], exports[0]}, active("a", "b"))
 		if !proto.Equal(first, second) {
 			t.Fatalf("merge depends on input order:\n%v\n%v", first, second)
 		}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -20,18 +19,25 @@ import (
 // compare an export that leaves it unset with one that sets it.
 const DefaultClientIPTimeoutSeconds = 10800
 
-// Service merges every export of one Service. Exports of clusters that are not in clusters,
-// or whose lease is expired at now, do not participate. It returns nil when no export
+// Participant is a cluster whose exports take part in imports.
+type Participant struct {
+	// HeldRegion, when set, is the region whose lagging replication holds the cluster's
+	// expired lease (LEASE_STATE_HELD_REPLICATION); the import says so.
+	HeldRegion string
+}
+
+// Service merges every export of one Service. Exports of clusters that are not in
+// participants (not registered, or whose lease expired) do not participate. It returns nil when no export
 // participates: the Service then has no ServiceImport. The returned import holds every
 // participating cluster's endpoint groups (shared with the exports, not copied).
 //
 // Rules (KEP-1645): the oldest export wins (earliest CreateTime, ties broken by cluster id)
 // and its spec is imported; ports are the union, merged by name, then by (protocol, port);
 // every disagreement is a conflict reported for every participating export.
-func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]store.Cluster, now time.Time) *registryv1.ServiceImport {
+func Service(svc store.ServiceKey, exports []store.Export, participants map[string]Participant) *registryv1.ServiceImport {
 	parts := make([]store.Export, 0, len(exports))
 	for _, e := range exports {
-		if c, ok := clusters[e.ClusterID]; ok && c.Active(now) {
+		if _, ok := participants[e.ClusterID]; ok {
 			parts = append(parts, e)
 		}
 	}
@@ -99,7 +105,13 @@ func Service(svc store.ServiceKey, exports []store.Export, clusters map[string]s
 	byID := slices.Clone(parts)
 	sort.Slice(byID, func(i, j int) bool { return byID[i].ClusterID < byID[j].ClusterID })
 	for _, e := range byID {
+		var held registryv1.LeaseState
+		if r := participants[e.ClusterID].HeldRegion; r != "" {
+			held = registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION
+		}
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{
+			LeaseState:       held,
+			HeldRegion:       participants[e.ClusterID].HeldRegion,
 			ClusterId:        e.ClusterID,
 			ExportCreateTime: timestamppb.New(e.CreateTime),
 			ExportUpdateTime: timestamppb.New(e.UpdateTime),

@@ -58,10 +58,10 @@ func ex(id string, age time.Duration, mutate func(*registryv1.ExportSpec)) store
 	return store.Export{Clusterset: "prod", ClusterID: id, Service: svc, Spec: s, CreateTime: now.Add(-age)}
 }
 
-func active(ids ...string) map[string]store.Cluster {
-	m := map[string]store.Cluster{}
+func active(ids ...string) map[string]Participant {
+	m := map[string]Participant{}
 	for _, id := range ids {
-		m[id] = store.Cluster{Clusterset: "prod", ClusterID: id, LeaseDuration: 30 * time.Second, RenewTime: now.Add(-5 * time.Second)}
+		m[id] = Participant{}
 	}
 	return m
 }
@@ -104,7 +104,7 @@ func TestConflicts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// b is newer; a (the oldest) wins.
-			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.other), ex("a", time.Hour, nil)}, active("a", "b"), now)
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.other), ex("a", time.Hour, nil)}, active("a", "b"))
 			if imp == nil {
 				t.Fatal("no import")
 			}
@@ -153,7 +153,7 @@ func TestSessionAffinityConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			imp := Service(svc, []store.Export{ex("a", time.Hour, tc.old), ex("b", time.Minute, tc.newer)}, active("a", "b"), now)
+			imp := Service(svc, []store.Export{ex("a", time.Hour, tc.old), ex("b", time.Minute, tc.newer)}, active("a", "b"))
 			if d := conflictsDiff(tc.want, imp.GetConflicts()); d != "" {
 				t.Fatalf("conflicts (-want +got):\n%s", d)
 			}
@@ -175,11 +175,10 @@ func TestWinner(t *testing.T) {
 		{"input order does not matter", []store.Export{ex("c", time.Hour, nil), ex("a", time.Hour, nil), ex("b", time.Hour, nil)}, "a"},
 		{"an expired oldest export does not win", []store.Export{ex("old", 2*time.Hour, nil), ex("new", time.Minute, nil)}, "new"},
 	}
-	clusters := active("a", "b", "c", "z", "new")
-	clusters["old"] = store.Cluster{ClusterID: "old", LeaseDuration: 30 * time.Second, RenewTime: now.Add(-time.Minute)}
+	clusters := active("a", "b", "c", "z", "new") // "old" is registered, its lease expired
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Service(svc, tc.exports, clusters, now).GetWinningClusterId(); got != tc.want {
+			if got := Service(svc, tc.exports, clusters).GetWinningClusterId(); got != tc.want {
 				t.Fatalf("winner = %s, want %s", got, tc.want)
 			}
 		})
@@ -187,23 +186,22 @@ func TestWinner(t *testing.T) {
 }
 
 func TestParticipation(t *testing.T) {
-	expired := store.Cluster{ClusterID: "b", LeaseDuration: 30 * time.Second, RenewTime: now.Add(-30 * time.Second)}
 	tests := []struct {
 		name     string
-		clusters map[string]store.Cluster
+		clusters map[string]Participant
 		want     []string
 	}{
 		{"both active", active("a", "b"), []string{"a", "b"}},
-		{"expired exactly at now is out", map[string]store.Cluster{"a": active("a")["a"], "b": expired}, []string{"a"}},
-		{"unregistered cluster is out", active("a"), []string{"a"}},
-		{"none participates: no import", map[string]store.Cluster{"b": expired}, nil},
+		{"a held cluster takes part", map[string]Participant{"a": {}, "b": {HeldRegion: "us-east-1"}}, []string{"a", "b"}},
+		{"an expired or unregistered cluster is out", active("a"), []string{"a"}},
+		{"none participates: no import", map[string]Participant{}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := ex("a", time.Minute, nil)
 			a.EndpointGroups = []*registryv1.EndpointGroup{{AddressType: "IPv4"}}
 			b := ex("b", time.Hour, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 })
-			imp := Service(svc, []store.Export{b, a}, tc.clusters, now)
+			imp := Service(svc, []store.Export{b, a}, tc.clusters)
 			if tc.want == nil {
 				if imp != nil {
 					t.Fatalf("import = %v, want none", imp)
@@ -229,6 +227,13 @@ func TestParticipation(t *testing.T) {
 			if v := Verdict(imp, "b"); v.GetParticipating() != (len(tc.want) == 2) {
 				t.Fatalf("verdict for b = %v", v)
 			}
+			for _, c := range imp.GetClusters() {
+				region := tc.clusters[c.GetClusterId()].HeldRegion
+				held := c.GetLeaseState() == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION
+				if c.GetHeldRegion() != region || held != (region != "") {
+					t.Fatalf("cluster %s: lease state %v held by %q, want held by %q", c.GetClusterId(), c.GetLeaseState(), c.GetHeldRegion(), region)
+				}
+			}
 		})
 	}
 }
@@ -240,7 +245,7 @@ func TestPortUnion(t *testing.T) {
 	b := ex("b", time.Minute, func(s *registryv1.ExportSpec) {
 		s.Ports = []*registryv1.ServicePort{port("grpc", "TCP", 9000), port("http", "", 80), port("dns", "UDP", 53)}
 	})
-	imp := Service(svc, []store.Export{b, a}, active("a", "b"), now)
+	imp := Service(svc, []store.Export{b, a}, active("a", "b"))
 	var got []string
 	for _, p := range imp.GetSpec().GetPorts() {
 		got = append(got, fmt.Sprintf("%s/%s/%d", p.GetName(), p.GetProtocol(), p.GetPort()))
@@ -274,7 +279,7 @@ func TestPortUnion(t *testing.T) {
 // TestExcludedPorts: a port clashing with an older one is left out of the import and named
 // on the export that has it.
 func TestExcludedPorts(t *testing.T) {
-	imp := Service(svc, []store.Export{ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }), ex("a", time.Hour, nil)}, active("a", "b"), now)
+	imp := Service(svc, []store.Export{ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }), ex("a", time.Hour, nil)}, active("a", "b"))
 	var got []string
 	for _, c := range imp.GetClusters() {
 		for _, p := range c.GetMissingPorts() {
@@ -295,11 +300,11 @@ func TestDeterministic(t *testing.T) {
 		ex("a", time.Hour, func(s *registryv1.ExportSpec) { s.Ports[0].Port = 81 }),
 		ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Type = headless }),
 	}
-	first := Service(svc, exports, active("a", "b", "c"), now).String()
+	first := Service(svc, exports, active("a", "b", "c")).String()
 	for i := range 50 {
 		// Rotate the input; the answer must not change.
 		rot := append(append([]store.Export{}, exports[i%3:]...), exports[:i%3]...)
-		if got := Service(svc, rot, active("a", "b", "c"), now).String(); got != first {
+		if got := Service(svc, rot, active("a", "b", "c")).String(); got != first {
 			t.Fatalf("run %d differs:\n%s\n%s", i, got, first)
 		}
 	}
@@ -326,7 +331,7 @@ func TestPortSets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.newe), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.newe), ex("a", time.Hour, tc.old)}, active("a", "b"))
 			if d := conflictsDiff(tc.want, imp.GetConflicts()); d != "" {
 				t.Fatalf("conflicts (-want +got):\n%s", d)
 			}
@@ -386,7 +391,7 @@ func TestUnionStaysAValidService(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.new), ex("a", time.Hour, tc.old)}, active("a", "b"), now)
+			imp := Service(svc, []store.Export{ex("b", time.Minute, tc.new), ex("a", time.Hour, tc.old)}, active("a", "b"))
 			var got []string
 			for _, p := range imp.GetSpec().GetPorts() {
 				got = append(got, PortString(p))

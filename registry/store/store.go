@@ -129,6 +129,9 @@ type Cluster struct {
 	RegisterTime time.Time
 	// RenewTime is the last registration or renewal.
 	RenewTime time.Time
+	// RenewRegion is the region of the store replica the last registration or renewal was
+	// written to (the DynamoDB store's region); empty for a store of one region.
+	RenewRegion string
 }
 
 // Key returns the cluster's key.

@@ -15,11 +15,11 @@ import (
 )
 
 // dynamoRegistry starts the real registry on a DynamoDB table of d.
-func dynamoRegistry(t *testing.T, d *harness.DynamoDB, table string) *harness.Registry {
+func dynamoRegistry(t *testing.T, d *harness.DynamoDB, table string, extra ...string) *harness.Registry {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
-	return harness.StartRegistry(t, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint)
+	return harness.StartRegistry(t, append([]string{"--store=dynamodb", "--dynamodb-table=" + table, "--region=" + d.Region, "--endpoint-url=" + d.Endpoint}, extra...)...)
 }
 
 func newTable(t testing.TB, d *harness.DynamoDB) string {

@@ -8,25 +8,45 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-// importCondition renders one condition of a ServiceImport as "Type=Status Reason".
-func importCondition(t *testing.T, c *harness.Cluster, ns, name, typ string) string {
+// importConditionOf returns one condition of a ServiceImport, or a text saying why there is none.
+func importConditionOf(t *testing.T, c *harness.Cluster, ns, name, typ string) (*metav1.Condition, string) {
 	t.Helper()
 	si := &mcsv1beta1.ServiceImport{}
 	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, si); err != nil {
-		return err.Error()
+		return nil, err.Error()
 	}
-	for _, cond := range si.Status.Conditions {
-		if cond.Type == typ {
-			return fmt.Sprintf("%s=%s %s", cond.Type, cond.Status, cond.Reason)
-		}
+	if cond := meta.FindStatusCondition(si.Status.Conditions, typ); cond != nil {
+		return cond, ""
 	}
-	return typ + " missing"
+	return nil, typ + " missing"
+}
+
+// importCondition renders one condition of a ServiceImport as "Type=Status Reason".
+func importCondition(t *testing.T, c *harness.Cluster, ns, name, typ string) string {
+	t.Helper()
+	cond, why := importConditionOf(t, c, ns, name, typ)
+	if cond == nil {
+		return why
+	}
+	return fmt.Sprintf("%s=%s %s", cond.Type, cond.Status, cond.Reason)
+}
+
+// importConditionMessage returns the message of one condition of a ServiceImport.
+func importConditionMessage(t *testing.T, c *harness.Cluster, ns, name, typ string) string {
+	t.Helper()
+	cond, why := importConditionOf(t, c, ns, name, typ)
+	if cond == nil {
+		return why
+	}
+	return cond.Message
 }
 
 // relayClusterset starts a memory-store registry and three clusters (use1-a, usw2-a,

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )
 
@@ -22,6 +23,9 @@ type Description struct {
 	Time       time.Time            `json:"time"`
 	Clusters   []ClusterDescription `json:"clusters"`
 	Exports    []ExportDescription  `json:"exports"`
+	// Replication is the answering registry replica's measure of replication (only when
+	// describe reads a registry: the lag is measured by registries, not stored).
+	Replication *ReplicationDescription `json:"replication,omitempty"`
 	// Unreadable are stored items no read can decode: every read skips them; remove an
 	// export with delete-export, a cluster with delete-cluster.
 	Unreadable []UnreadableDescription `json:"unreadable"`
@@ -36,11 +40,26 @@ type UnreadableDescription struct {
 	Reason    string `json:"reason"`
 }
 
+// ReplicationDescription is a registry replica's view of replication between regions.
+type ReplicationDescription struct {
+	// Region is the replica's region, whose view the lease states are.
+	Region string                 `json:"region"`
+	Lags   []RegionLagDescription `json:"lags"`
+}
+
+// RegionLagDescription is the replication lag measured from one region.
+type RegionLagDescription struct {
+	SourceRegion string  `json:"sourceRegion"`
+	LagSeconds   float64 `json:"lagSeconds"`
+}
+
 // ClusterDescription is one cluster and its lease.
 type ClusterDescription struct {
-	ClusterID    string    `json:"clusterId"`
-	Region       string    `json:"region"`
-	LeaseState   string    `json:"leaseState"`
+	ClusterID  string `json:"clusterId"`
+	Region     string `json:"region"`
+	LeaseState string `json:"leaseState"`
+	// RenewRegion is the region whose table replica took the last renewal.
+	RenewRegion  string    `json:"renewRegion,omitempty"`
 	LeaseSeconds float64   `json:"leaseSeconds"`
 	RenewTime    time.Time `json:"renewTime"`
 	ExpireTime   time.Time `json:"expireTime"`
@@ -61,6 +80,11 @@ type ExportDescription struct {
 	UpdateTime     time.Time `json:"updateTime"`
 }
 
+// leaseViewer is a registry: it judges leases, held ones included, and measures replication.
+type leaseViewer interface {
+	LeaseView(ctx context.Context, clusterset string) (registryrest.LeaseView, error)
+}
+
 // describe reads a clusterset from the store or a registry.
 func describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
 	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}, Unreadable: []UnreadableDescription{}}
@@ -68,13 +92,31 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 	if err != nil {
 		return d, err
 	}
+	var view *registryrest.LeaseView
+	if lv, ok := st.(leaseViewer); ok {
+		v, err := lv.LeaseView(ctx, clusterset)
+		if err != nil {
+			return d, err
+		}
+		view = &v
+		d.Replication = &ReplicationDescription{Region: v.Region, Lags: []RegionLagDescription{}}
+		for region, lag := range v.Lags {
+			d.Replication.Lags = append(d.Replication.Lags, RegionLagDescription{SourceRegion: region, LagSeconds: lag.Seconds()})
+		}
+		sort.Slice(d.Replication.Lags, func(i, j int) bool { return d.Replication.Lags[i].SourceRegion < d.Replication.Lags[j].SourceRegion })
+	}
 	for _, c := range clusters {
+		// Read from the store: the lease by its times alone; from a registry: as the
+		// registry judges it (a lease held while replication lags included).
 		state := "LEASE_STATE_EXPIRED"
 		if c.Active(now) {
 			state = "LEASE_STATE_ACTIVE"
 		}
+		if s, ok := registryState(view, c.ClusterID); ok {
+			state = s
+		}
 		d.Clusters = append(d.Clusters, ClusterDescription{
-			ClusterID: c.ClusterID, Region: c.Region, LeaseState: state, LeaseSeconds: c.LeaseDuration.Seconds(),
+			ClusterID: c.ClusterID, Region: c.Region, LeaseState: state, RenewRegion: c.RenewRegion, LeaseSeconds: c.LeaseDuration.Seconds(),
 			RenewTime: c.RenewTime, ExpireTime: c.ExpireTime(), RegisterTime: c.RegisterTime,
 		})
 	}
@@ -170,9 +212,17 @@ func printDescription(w io.Writer, d Description, output string) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "CLUSTERS OF %s\n", d.Clusterset)
-	fmt.Fprintln(tw, "CLUSTER\tREGION\tLEASE\tEXPIRES\tREGISTERED")
+	fmt.Fprintln(tw, "CLUSTER\tREGION\tLEASE\tRENEWED IN\tEXPIRES\tREGISTERED")
 	for _, c := range d.Clusters {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.ClusterID, dash(c.Region), c.LeaseState, c.ExpireTime.Format(time.RFC3339), c.RegisterTime.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.ClusterID, dash(c.Region), c.LeaseState, dash(c.RenewRegion), c.ExpireTime.Format(time.RFC3339), c.RegisterTime.Format(time.RFC3339))
+	}
+	if r := d.Replication; r != nil && len(r.Lags) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "REPLICATION (lag by which the registry replica in %s judges leases)\n", dash(r.Region))
+		fmt.Fprintln(tw, "SOURCE REGION\tLAG")
+		for _, l := range r.Lags {
+			fmt.Fprintf(tw, "%s\t%.1fs\n", l.SourceRegion, l.LagSeconds)
+		}
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "EXPORTS")
@@ -196,4 +246,14 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// registryState is the registry's judgement of a cluster's lease, when describe reads a
+// registry (view is nil when it reads the store).
+func registryState(view *registryrest.LeaseView, id string) (string, bool) {
+	if view == nil {
+		return "", false
+	}
+	s, ok := view.States[id]
+	return s.String(), ok
 }

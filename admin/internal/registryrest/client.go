@@ -158,9 +158,42 @@ func (c *Client) ListClusters(ctx context.Context, clusterset string) ([]store.C
 			Clusterset: cl.GetClusterset(), ClusterID: cl.GetClusterId(), Region: cl.GetRegion(),
 			LeaseDuration: cl.GetLease().GetDuration().AsDuration(),
 			RegisterTime:  cl.GetRegisterTime().AsTime(), RenewTime: cl.GetLease().GetRenewTime().AsTime(),
+			RenewRegion: cl.GetLease().GetRenewRegion(),
 		})
 	}
 	return out, nil
+}
+
+// LeaseView is the answering registry replica's view of a clusterset's leases.
+type LeaseView struct {
+	// Region is the replica's region; empty with the memory store.
+	Region string
+	// States are the lease states by cluster id, as the replica judges them (held ones
+	// included).
+	States map[string]registryv1.LeaseState
+	// Lags is the replication lag the replica measures, by source region.
+	Lags map[string]time.Duration
+}
+
+// LeaseView returns the registry's view of the clusterset's leases; an empty one when the
+// registry knows no cluster of it.
+func (c *Client) LeaseView(ctx context.Context, clusterset string) (LeaseView, error) {
+	v := LeaseView{States: map[string]registryv1.LeaseState{}, Lags: map[string]time.Duration{}}
+	resp, err := c.rpc.ListClusters(ctx, &registryv1.ListClustersRequest{Clusterset: clusterset})
+	if err = c.call(err); err != nil {
+		if unknownClusterset(err) {
+			return v, nil
+		}
+		return v, err
+	}
+	v.Region = resp.GetRegion()
+	for _, cl := range resp.GetClusters() {
+		v.States[cl.GetClusterId()] = cl.GetLease().GetState()
+	}
+	for _, l := range resp.GetReplicationLags() {
+		v.Lags[l.GetSourceRegion()] = l.GetLag().AsDuration()
+	}
+	return v, nil
 }
 
 // ListExports returns the clusterset's exports with their endpoints.

@@ -223,6 +223,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	meta.SetStatusCondition(&st.Conditions, ready(d.Clusters, refused, svc.Name, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
+	meta.SetStatusCondition(&st.Conditions, replicationHeld(d.ReplicationHeld, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsRefused(refused, si.Generation))
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
@@ -246,6 +247,23 @@ func endpointsHeld(clusters []string, generation int64) metav1.Condition {
 	}
 	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
 		Message:            fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
+		ObservedGeneration: generation}
+}
+
+// replicationHeld is the ReplicationHeld condition for the clusters the registry holds
+// while replication lags.
+func replicationHeld(held []HeldCluster, generation int64) metav1.Condition {
+	if len(held) == 0 {
+		return metav1.Condition{Type: ConditionReplicationHeld, Status: metav1.ConditionFalse, Reason: ReasonNoneHeld,
+			Message: "the lease of every source cluster is active", ObservedGeneration: generation}
+	}
+	names := make([]string, len(held))
+	for i, h := range held {
+		names[i] = fmt.Sprintf("%s (renewed through region %s)", h.ClusterID, h.Region)
+	}
+	return metav1.Condition{Type: ConditionReplicationHeld, Status: metav1.ConditionTrue, Reason: ReasonReplicationLagging,
+		Message: fmt.Sprintf("the registry holds %s: the lease expired in its view while replication from that region lags; the endpoints are kept until replication catches up, at most the registry's --replication-stall-hold",
+			strings.Join(names, ", ")),
 		ObservedGeneration: generation}
 }
 

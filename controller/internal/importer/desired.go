@@ -107,6 +107,14 @@ type Desired struct {
 	Clusters []string
 	// Headless: the import has no ClusterSet IP.
 	Headless bool
+	// ReplicationHeld are the source clusters the registry holds while replication from
+	// the region of their last renewal lags (LEASE_STATE_HELD_REPLICATION), with that region.
+	ReplicationHeld []HeldCluster
+}
+
+// HeldCluster is a source cluster the registry holds, and the region that holds it.
+type HeldCluster struct {
+	ClusterID, Region string
 }
 
 // DesiredFor computes the Desired objects of an import.
@@ -119,6 +127,9 @@ func DesiredFor(imp *registryv1.ServiceImport) Desired {
 	}
 	for _, c := range imp.GetClusters() {
 		d.Clusters = append(d.Clusters, c.GetClusterId())
+		if c.GetLeaseState() == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION {
+			d.ReplicationHeld = append(d.ReplicationHeld, HeldCluster{ClusterID: c.GetClusterId(), Region: c.GetHeldRegion()})
+		}
 	}
 	return d
 }

@@ -128,3 +128,24 @@ func TestEndpointSlicesFromAnyAcceptedExport(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicationHeld: the clusters the registry holds while replication lags are named,
+// with their region, in the ReplicationHeld condition; none held: False.
+func TestReplicationHeld(t *testing.T) {
+	imp := routerImport("use1-a", "usw2-a", "euw1-a")
+	imp.Clusters[1].LeaseState = registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION
+	imp.Clusters[1].HeldRegion = "us-west-2"
+	d := DesiredFor(imp)
+	want := []HeldCluster{{ClusterID: imp.Clusters[1].GetClusterId(), Region: "us-west-2"}}
+	if fmt.Sprint(d.ReplicationHeld) != fmt.Sprint(want) {
+		t.Fatalf("held = %v, want %v", d.ReplicationHeld, want)
+	}
+	c := replicationHeld(d.ReplicationHeld, 3)
+	if c.Type != ConditionReplicationHeld || c.Status != "True" || c.Reason != ReasonReplicationLagging || c.ObservedGeneration != 3 ||
+		!strings.Contains(c.Message, imp.Clusters[1].GetClusterId()+" (renewed through region us-west-2)") {
+		t.Fatalf("condition = %+v", c)
+	}
+	if c := replicationHeld(DesiredFor(routerImport("use1-a")).ReplicationHeld, 3); c.Status != "False" || c.Reason != ReasonNoneHeld {
+		t.Fatalf("condition without held clusters = %+v", c)
+	}
+}

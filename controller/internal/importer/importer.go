@@ -46,8 +46,15 @@ const (
 	ConditionEndpointsHeld = "EndpointsHeld"
 	// ReasonRegistryRestarted: EndpointsHeld is True.
 	ReasonRegistryRestarted = "RegistryRestarted"
-	// ReasonNoneHeld: EndpointsHeld is False; every endpoint is what the registry holds.
+	// ReasonNoneHeld: EndpointsHeld is False (every endpoint is what the registry holds),
+	// or ReplicationHeld is False (the lease of every source cluster is active).
 	ReasonNoneHeld = "NoneHeld"
+	// ConditionReplicationHeld is True while the registry holds source clusters whose lease
+	// expired in its region's view because replication from the region of their last
+	// renewal lags (LEASE_STATE_HELD_REPLICATION); the message names them and the region.
+	ConditionReplicationHeld = "ReplicationHeld"
+	// ReasonReplicationLagging: ReplicationHeld is True.
+	ReasonReplicationLagging = "ReplicationLagging"
 )
 
 // Metrics are the importer's hooks. Any field may be nil.

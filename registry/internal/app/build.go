@@ -70,7 +70,13 @@ func (p *process) buildStore(ctx context.Context) error {
 	p.store = st
 	runCtx, stop := context.WithCancel(context.Background())
 	p.stopBackground = stop
-	p.cache = imports.New(imports.Options{Store: st, Logger: p.log, Observer: p.m.observer()})
+	// A lease renewed through another region is held while replication from it lags, up
+	// to --replication-stall-hold (package lease).
+	var leases imports.LeaseOptions
+	if ds, ok := st.(*dynamostore.Store); ok {
+		leases = imports.LeaseOptions{Region: ds.Region(), Hold: p.cfg.ReplicationStallHold, Lag: ds.ReplicationLagBound}
+	}
+	p.cache = imports.New(imports.Options{Store: st, Logger: p.log, Observer: p.m.observer(), Leases: leases})
 	p.reg.MustRegister(newInventory(p.cache))
 	go func() {
 		if err := p.cache.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {

@@ -25,6 +25,9 @@ type Config struct {
 	// ReplicationHeartbeatInterval: how often this replica writes its replication
 	// heartbeat; 0: none.
 	ReplicationHeartbeatInterval time.Duration
+	// ReplicationStallHold bounds how long past its expiry a lease renewed through another
+	// region is held while replication from that region lags; 0: never.
+	ReplicationStallHold time.Duration
 	// Client authentication (docs/security.md).
 	ClientCAFile    string
 	TrustDomain     string
@@ -91,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("--idle-timeout: %s must be at least 1s", c.IdleTimeout))
+	}
+	if h := c.ReplicationStallHold; h < 0 || h > time.Hour {
+		errs = append(errs, fmt.Errorf("--replication-stall-hold: %s must be between 0 (no hold) and 1h", h))
 	}
 	if h := c.ReplicationHeartbeatInterval; h != 0 && (h < 500*time.Millisecond || h > time.Minute) {
 		errs = append(errs, fmt.Errorf("--replication-heartbeat-interval: %s must be 0 (no heartbeats) or between 500ms and 1m", h))

@@ -182,7 +182,7 @@ func newInventory(c *imports.Cache) *inventory {
 	return &inventory{
 		cache: c,
 		clusters: prometheus.NewDesc("mcs_registry_clusters",
-			"Registered clusters, by clusterset and lease state (active or expired), in the clustersets this replica serves.", []string{"clusterset", "state"}, nil),
+			"Registered clusters, by clusterset and lease state (active, held_replication or expired), in the clustersets this replica serves.", []string{"clusterset", "state"}, nil),
 		exports: prometheus.NewDesc("mcs_registry_exports",
 			"Exports, by clusterset, in the clustersets this replica serves.", []string{"clusterset"}, nil),
 		imports: prometheus.NewDesc("mcs_registry_imports",
@@ -202,6 +202,7 @@ func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
 func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	for _, inv := range i.cache.Inventory() {
 		ch <- prometheus.MustNewConstMetric(i.clusters, prometheus.GaugeValue, float64(inv.ActiveClusters), inv.Clusterset, "active")
+		ch <- prometheus.MustNewConstMetric(i.clusters, prometheus.GaugeValue, float64(inv.HeldClusters), inv.Clusterset, "held_replication")
 		ch <- prometheus.MustNewConstMetric(i.clusters, prometheus.GaugeValue, float64(inv.ExpiredClusters), inv.Clusterset, "expired")
 		ch <- prometheus.MustNewConstMetric(i.exports, prometheus.GaugeValue, float64(inv.Exports), inv.Clusterset)
 		ch <- prometheus.MustNewConstMetric(i.imports, prometheus.GaugeValue, float64(inv.Imports), inv.Clusterset)

@@ -5,8 +5,9 @@
 //
 // The cache learns of changes three ways: the server refreshes what it has just written
 // (read-your-writes on one replica), the store's change feed reports writes of other
-// replicas, and a timer fires when a lease expires, because an import is a function of the
-// facts and of the current time.
+// replicas, and a timer fires when a lease expires (or a held lease is due to be judged
+// again), because an import is a function of the facts, the current time and the
+// replication lag measured from each region.
 package imports
 
 import (
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -44,6 +46,20 @@ type Options struct {
 	History  int
 	Logger   *slog.Logger
 	Observer Observer
+	// Leases says how leases renewed through other regions are judged; zero: by their
+	// expiry alone.
+	Leases LeaseOptions
+}
+
+// LeaseOptions hold leases renewed through another region while replication from it lags
+// (package lease).
+type LeaseOptions struct {
+	// Region is this replica's region.
+	Region string
+	// Hold bounds the hold past a lease's expiry; 0: none.
+	Hold time.Duration
+	// Lag returns the replication lag measured from each other region; nil: none measured.
+	Lag func() map[string]time.Duration
 }
 
 // Cache holds the imports of every clusterset it has been asked about.
@@ -54,6 +70,7 @@ type Cache struct {
 	log     *slog.Logger
 	obs     Observer
 	epoch   string
+	leases  LeaseOptions
 
 	mu   sync.Mutex
 	sets map[string]*set
@@ -77,7 +94,7 @@ func New(opts Options) *Cache {
 	_, _ = rand.Read(b[:])
 	return &Cache{
 		store: opts.Store, now: opts.Now, history: opts.History, log: opts.Logger,
-		obs: opts.Observer, epoch: hex.EncodeToString(b[:]), sets: map[string]*set{},
+		obs: opts.Observer, leases: opts.Leases, epoch: hex.EncodeToString(b[:]), sets: map[string]*set{},
 	}
 }
 
@@ -192,4 +209,27 @@ func (c *Cache) existing(name string) *set {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sets[name]
+}
+
+// replication is what the lease judge needs to know now.
+func (c *Cache) replication() lease.Replication {
+	r := lease.Replication{Region: c.leases.Region, Hold: c.leases.Hold}
+	if c.leases.Lag != nil && r.Hold > 0 {
+		r.Lag = c.leases.Lag()
+	}
+	return r
+}
+
+// Replication returns this replica's region and the replication lag it measures from each
+// other region (nil: none measured).
+func (c *Cache) Replication() (string, map[string]time.Duration) {
+	if c.leases.Lag == nil {
+		return c.leases.Region, nil
+	}
+	return c.leases.Region, c.leases.Lag()
+}
+
+// Judge returns the verdict on a cluster's lease now, as this replica's imports apply it.
+func (c *Cache) Judge(cl store.Cluster) lease.Verdict {
+	return lease.Judge(cl, c.now(), c.replication())
 }

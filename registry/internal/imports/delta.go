@@ -56,6 +56,7 @@ func sameCluster(a, b *registryv1.ImportCluster) bool {
 		return true
 	}
 	if a.GetClusterId() != b.GetClusterId() || !slices.Equal(a.GetConflicts(), b.GetConflicts()) ||
+		a.GetLeaseState() != b.GetLeaseState() || a.GetHeldRegion() != b.GetHeldRegion() ||
 		!proto.Equal(a.GetExportCreateTime(), b.GetExportCreateTime()) || !proto.Equal(a.GetExportUpdateTime(), b.GetExportUpdateTime()) ||
 		!slices.EqualFunc(a.GetMissingPorts(), b.GetMissingPorts(), portEqual) || !slices.EqualFunc(a.GetExcludedPorts(), b.GetExcludedPorts(), portEqual) {
 		return false

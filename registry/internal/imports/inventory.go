@@ -2,15 +2,20 @@ package imports
 
 import (
 	"sort"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 )
 
 // Inventory is what one clusterset holds, as this replica's cache has it.
 type Inventory struct {
 	Clusterset string
-	// ActiveClusters and ExpiredClusters count the registered clusters by lease state.
-	ActiveClusters, ExpiredClusters int
-	Exports                         int
-	Imports                         int
+	// ActiveClusters, HeldClusters and ExpiredClusters count the registered clusters by
+	// lease state; held ones are expired by their renewals but held while replication
+	// from the region of their last renewal lags.
+	ActiveClusters, HeldClusters, ExpiredClusters int
+	Exports                                       int
+	Imports                                       int
 	// Conflicts counts the imports whose exports disagree (ServiceImport.conflicts).
 	Conflicts int
 }
@@ -26,6 +31,7 @@ func (c *Cache) Inventory() []Inventory {
 	}
 	c.mu.Unlock()
 	now := c.now()
+	repl := c.replication()
 	out := make([]Inventory, 0, len(sets))
 	for _, s := range sets {
 		s.mu.Lock()
@@ -35,9 +41,12 @@ func (c *Cache) Inventory() []Inventory {
 		}
 		inv := Inventory{Clusterset: s.name, Imports: len(s.imports)}
 		for _, cl := range s.clusters {
-			if cl.Active(now) {
+			switch lease.Judge(cl, now, repl).State {
+			case registryv1.LeaseState_LEASE_STATE_ACTIVE:
 				inv.ActiveClusters++
-			} else {
+			case registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION:
+				inv.HeldClusters++
+			default:
 				inv.ExpiredClusters++
 			}
 		}

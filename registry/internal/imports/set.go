@@ -8,6 +8,7 @@ import (
 	"time"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/merge"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -30,8 +31,11 @@ type set struct {
 	mu       sync.Mutex
 	closed   bool
 	clusters map[string]store.Cluster
-	active   map[string]bool // the lease state each import was last computed with
-	exports  map[store.ServiceKey][]store.Export
+	// leases are the verdicts the imports were last computed with, and participants the
+	// clusters whose exports take part under them.
+	leases       map[string]lease.Verdict
+	participants map[string]merge.Participant
+	exports      map[store.ServiceKey][]store.Export
 	// byCluster indexes exports by cluster, so what one cluster exports is found without
 	// walking the clusterset.
 	byCluster map[string]map[store.ServiceKey]struct{}
@@ -73,12 +77,14 @@ func (s *set) reload(ctx context.Context) error {
 		bySvc[e.Service] = append(bySvc[e.Service], e)
 	}
 	now := s.cache.now()
+	repl := s.cache.replication()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clusters = byID
-	s.active = make(map[string]bool, len(byID))
+	s.leases = make(map[string]lease.Verdict, len(byID))
+	s.participants = make(map[string]merge.Participant, len(byID))
 	for id, cl := range byID {
-		s.active[id] = cl.Active(now)
+		s.judgeLocked(id, cl, true, now, repl)
 	}
 	touched := map[store.ServiceKey]bool{}
 	for k := range s.exports {
@@ -105,7 +111,7 @@ func (s *set) reload(ctx context.Context) error {
 // recomputeLocked merges one Service again and records a change when the import differs.
 func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
 	old, had := s.imports[k]
-	imp := shareUnchanged(old, merge.Service(k, s.exports[k], s.clusters, now))
+	imp := shareUnchanged(old, merge.Service(k, s.exports[k], s.participants))
 	changed := false
 	switch {
 	case imp == nil && had:
@@ -144,12 +150,49 @@ func (s *set) recomputeLocked(k store.ServiceKey, now time.Time) {
 	}
 }
 
-// scheduleLocked arms the timer for the next lease expiry of an active cluster.
+// heldRecheck is how often held leases are judged again: the lag that holds them changes
+// with time (it grows through a stall and falls when replication catches up).
+const heldRecheck = time.Second
+
+// judgeLocked judges one cluster's lease (found: it is registered) and reports whether
+// the verdict differs from the one its imports were computed with.
+func (s *set) judgeLocked(id string, cl store.Cluster, found bool, now time.Time, repl lease.Replication) bool {
+	prev, had := s.leases[id]
+	if !found {
+		delete(s.leases, id)
+		delete(s.participants, id)
+		return had && prev.Participates()
+	}
+	v := lease.Judge(cl, now, repl)
+	s.leases[id] = v
+	if v.State == prev.State && v.Region == prev.Region {
+		return false
+	}
+	if had {
+		s.cache.log.Info("cluster lease state changed", "clusterset", s.name, "cluster", id, "state", v.State.String(),
+			"heldRegion", v.Region, "replicationLag", v.Lag)
+	}
+	if v.Participates() {
+		s.participants[id] = merge.Participant{HeldRegion: v.Region}
+	} else {
+		delete(s.participants, id)
+	}
+	return prev.Participates() || v.Participates()
+}
+
+// scheduleLocked arms the timer for the next change of a lease verdict: the expiry of an
+// active lease, or the next check of a held one.
 func (s *set) scheduleLocked(now time.Time) {
 	var next time.Time
-	for _, cl := range s.clusters {
-		if exp := cl.ExpireTime(); cl.Active(now) && (next.IsZero() || exp.Before(next)) {
-			next = exp
+	for _, v := range s.leases {
+		at := v.Until
+		if v.State == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION {
+			if recheck := now.Add(heldRecheck); recheck.Before(at) {
+				at = recheck
+			}
+		}
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 	}
 	if next.Equal(s.timerAt) && s.timer != nil {
@@ -166,11 +209,12 @@ func (s *set) scheduleLocked(now time.Time) {
 	s.timer = time.AfterFunc(next.Sub(now), s.expire)
 }
 
-// expire recomputes the imports of clusters whose lease state changed with time.
+// expire recomputes the imports of clusters whose lease verdict changed with time.
 func (s *set) expire() {
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
 	now := s.cache.now()
+	repl := s.cache.replication()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.timer, s.timerAt = nil, time.Time{}
@@ -178,9 +222,7 @@ func (s *set) expire() {
 		return
 	}
 	for id, cl := range s.clusters {
-		if a := cl.Active(now); a != s.active[id] {
-			s.active[id] = a
-			s.cache.log.Info("cluster lease state changed", "clusterset", s.name, "cluster", id, "active", a)
+		if s.judgeLocked(id, cl, true, now, repl) {
 			for _, k := range s.servicesOfLocked(id) {
 				s.recomputeLocked(k, now)
 			}
@@ -316,21 +358,18 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, know
 
 func (s *set) setCluster(clusterID string, cl store.Cluster, found bool) {
 	now := s.cache.now()
+	repl := s.cache.replication()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.clusters == nil {
 		return
 	}
-	prev := s.active[clusterID]
-	active := found && cl.Active(now)
 	if found {
 		s.clusters[clusterID] = cl
-		s.active[clusterID] = active
 	} else {
 		delete(s.clusters, clusterID)
-		delete(s.active, clusterID)
 	}
-	if active != prev {
+	if s.judgeLocked(clusterID, cl, found, now, repl) {
 		for _, k := range s.servicesOfLocked(clusterID) {
 			s.recomputeLocked(k, now)
 		}

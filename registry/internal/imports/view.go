@@ -54,7 +54,7 @@ func (f Filter) clusterView(cl *registryv1.ImportCluster) *registryv1.ImportClus
 		return cl
 	}
 	return &registryv1.ImportCluster{ClusterId: cl.GetClusterId(), ExportCreateTime: cl.GetExportCreateTime(), ExportUpdateTime: cl.GetExportUpdateTime(), Conflicts: cl.GetConflicts(),
-		MissingPorts: cl.GetMissingPorts(), ExcludedPorts: cl.GetExcludedPorts()}
+		MissingPorts: cl.GetMissingPorts(), ExcludedPorts: cl.GetExcludedPorts(), LeaseState: cl.GetLeaseState(), HeldRegion: cl.GetHeldRegion()}
 }
 
 // Snapshot is a clusterset's imports at one revision.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -13,20 +14,23 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-func clusterProto(c store.Cluster, now time.Time) *registryv1.Cluster {
-	state := registryv1.LeaseState_LEASE_STATE_EXPIRED
-	if c.Active(now) {
-		state = registryv1.LeaseState_LEASE_STATE_ACTIVE
+// clusterProto is a cluster with its lease as this replica judges it.
+func clusterProto(c store.Cluster, v lease.Verdict) *registryv1.Cluster {
+	var lag *durationpb.Duration
+	if v.State == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION {
+		lag = durationpb.New(v.Lag)
 	}
 	return &registryv1.Cluster{
 		Clusterset: c.Clusterset, ClusterId: c.ClusterID, Region: c.Region,
 		RegisterTime: timestamppb.New(c.RegisterTime),
 		Lease: &registryv1.Lease{
-			State: state, Duration: durationpb.New(c.LeaseDuration),
+			State: v.State, Duration: durationpb.New(c.LeaseDuration),
 			RenewTime: timestamppb.New(c.RenewTime), ExpireTime: timestamppb.New(c.ExpireTime()),
+			RenewRegion: c.RenewRegion, ReplicationLag: lag,
 		},
 	}
 }
@@ -59,7 +63,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 	}
 	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
 	s.log.Info("cluster registered", "clusterset", c.Clusterset, "cluster", c.ClusterID, "region", c.Region, "lease", lease)
-	return &registryv1.RegisterClusterResponse{Cluster: clusterProto(c, now)}, nil
+	return &registryv1.RegisterClusterResponse{Cluster: clusterProto(c, s.cache.Judge(c))}, nil
 }
 
 // RenewLease implements RegistryServiceServer.
@@ -75,7 +79,7 @@ func (s *Server) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReque
 		return nil, s.storeError("renew lease", err)
 	}
 	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
-	return &registryv1.RenewLeaseResponse{Cluster: clusterProto(c, now)}, nil
+	return &registryv1.RenewLeaseResponse{Cluster: clusterProto(c, s.cache.Judge(c))}, nil
 }
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo details the registry sends.
@@ -109,10 +113,17 @@ func (s *Server) ListClusters(ctx context.Context, req *registryv1.ListClustersR
 	if len(clusters) == 0 {
 		return nil, errClustersetUnknown(req.GetClusterset())
 	}
-	now := s.now()
 	resp := &registryv1.ListClustersResponse{}
+	var lags map[string]time.Duration
+	resp.Region, lags = s.cache.Replication()
+	for region, lag := range lags {
+		resp.ReplicationLags = append(resp.ReplicationLags, &registryv1.ReplicationLag{SourceRegion: region, Lag: durationpb.New(lag)})
+	}
+	sort.Slice(resp.ReplicationLags, func(i, j int) bool {
+		return resp.ReplicationLags[i].GetSourceRegion() < resp.ReplicationLags[j].GetSourceRegion()
+	})
 	for _, c := range clusters {
-		resp.Clusters = append(resp.Clusters, clusterProto(c, now))
+		resp.Clusters = append(resp.Clusters, clusterProto(c, s.cache.Judge(c)))
 	}
 	return resp, nil
 }

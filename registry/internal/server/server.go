@@ -15,6 +15,7 @@ import (
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
@@ -46,6 +47,8 @@ type Cache interface {
 	Import(ctx context.Context, clusterset string, k store.ServiceKey) (*registryv1.ServiceImport, error)
 	List(ctx context.Context, clusterset string, f imports.Filter) (imports.Snapshot, error)
 	Watch(ctx context.Context, clusterset string, f imports.Filter, pageSize int, resumeEpoch string, resumeRevision int64) (*imports.Watcher, error)
+	Judge(cl store.Cluster) lease.Verdict
+	Replication() (region string, lag map[string]time.Duration)
 }
 
 var _ Cache = (*imports.Cache)(nil)

@@ -31,6 +31,7 @@ func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store
 		Clusterset: clusterset, ClusterID: id, Region: getS(item, "region"),
 		LeaseDuration: time.Duration(lease) * time.Millisecond,
 		RegisterTime:  fromMs(getN(item, "registerMs")), RenewTime: fromMs(getN(item, "renewMs")),
+		RenewRegion: getS(item, "renewRegion"),
 	}, nil
 }
 
@@ -41,9 +42,9 @@ func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cl
 		Key:       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
 		// A new cluster's fence is its registration: no export write from before it (of a
 		// deleted cluster of the same name) applies.
-		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
+		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, renewRegion = :rr, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
 		ExpressionAttributeNames:  map[string]string{"#r": "region"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":us": numAttr(st.now().UnixMicro())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":rr": strAttr(st.region), ":us": numAttr(st.now().UnixMicro())},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
@@ -58,9 +59,9 @@ func (st *Store) RenewLease(ctx context.Context, k store.ClusterKey, now time.Ti
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &st.table,
 		Key:                       key(pk(k.Clusterset), clusterSK(k.ClusterID)),
-		UpdateExpression:          aws.String("SET renewMs = :now"),
+		UpdateExpression:          aws.String("SET renewMs = :now, renewRegion = :rr"),
 		ConditionExpression:       aws.String("attribute_exists(PK)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numAttr(ms(now))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numAttr(ms(now)), ":rr": strAttr(st.region)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if isCondFailed(err) {

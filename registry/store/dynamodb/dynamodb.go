@@ -66,6 +66,8 @@ type Store struct {
 	badItem BadItemFunc
 	now     func() time.Time
 	quota   store.Quota
+	// region is recorded on every registration and renewal (Cluster.RenewRegion).
+	region string
 	// replication measures the other regions' lag from heartbeats; nil: none.
 	replication *replication
 }
@@ -80,6 +82,10 @@ type Options struct {
 	Client  API
 	Streams StreamsAPI
 	Table   string
+	// Region is the region of the table replica this store writes to. Every registration
+	// and renewal records it (store.Cluster.RenewRegion), so the other regions' replicas
+	// can tell whose replication a lease waits for.
+	Region string
 	// StreamPoll is how often each stream shard is read; 0: 250ms.
 	StreamPoll time.Duration
 	// Capacity, when set, receives the capacity units every request consumed.
@@ -107,12 +113,15 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota}
+	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota, region: opts.Region}
 	if opts.Replication != nil {
 		st.replication = newReplication(*opts.Replication)
 	}
 	return st
 }
+
+// Region is the region of the table replica this store writes to (Options.Region).
+func (st *Store) Region() string { return st.region }
 
 // Ping implements store.Store.
 func (st *Store) Ping(ctx context.Context) error {

@@ -61,7 +61,8 @@ type peer struct {
 	lastSeen time.Time // when its latest heartbeat arrived
 	seq      int64
 	seqSeen  time.Time // when seq first arrived
-	oneWay   time.Duration
+	// rtt is the last round trip of a heartbeat to it and back, less its hold.
+	rtt time.Duration
 }
 
 func newReplication(o ReplicationOptions) *replication {
@@ -170,8 +171,7 @@ func (st *Store) observeHeartbeat(rec streamtypes.Record) {
 		return
 	}
 	if sentAt, ok := r.sent[streamN(mine.Value["seq"])]; ok {
-		rtt := now.Sub(sentAt) - time.Duration(streamN(mine.Value["holdMs"]))*time.Millisecond
-		p.oneWay = max(rtt/2, 0)
+		p.rtt = max(now.Sub(sentAt)-time.Duration(streamN(mine.Value["holdMs"]))*time.Millisecond, 0)
 	}
 }
 
@@ -185,9 +185,23 @@ func streamN(v streamtypes.AttributeValue) int64 {
 }
 
 // ReplicationLag returns, for each other region heard from, how far behind its writes
-// reach this replica now: the freshest of its replicas' paths (one-way lag plus the silence
-// beyond the interval). Nil without heartbeats.
+// reach this replica now: the freshest of its replicas' paths (one-way lag, half the round
+// trip, plus the silence beyond the interval). Nil without heartbeats.
 func (st *Store) ReplicationLag() map[string]time.Duration {
+	return st.lag(func(p *peer) time.Duration { return p.rtt / 2 })
+}
+
+// ReplicationLagBound is ReplicationLag with the whole round trip in place of its half: a
+// bound of the lag that holds when replication is lopsided. After a stall, the first
+// heartbeats to arrive were held up one way only, and half their round trip is half the
+// stall; leases are judged by the bound (package lease).
+func (st *Store) ReplicationLagBound() map[string]time.Duration {
+	return st.lag(func(p *peer) time.Duration { return p.rtt })
+}
+
+// lag is, for each other region, the least of its replicas' path lags plus the silence
+// since each was last heard beyond the interval.
+func (st *Store) lag(path func(*peer) time.Duration) map[string]time.Duration {
 	r := st.replication
 	if r == nil {
 		return nil
@@ -200,9 +214,9 @@ func (st *Store) ReplicationLag() map[string]time.Duration {
 		if p.region == r.region {
 			continue
 		}
-		// The freshest write heard from it was already oneWay old when it arrived; silence
+		// The freshest write heard from it was already that old when it arrived; silence
 		// beyond a heartbeat's interval adds to that.
-		lag := p.oneWay + max(now.Sub(p.lastSeen)-r.interval, 0)
+		lag := path(p) + max(now.Sub(p.lastSeen)-r.interval, 0)
 		if cur, ok := out[p.region]; !ok || lag < cur {
 			out[p.region] = lag
 		}

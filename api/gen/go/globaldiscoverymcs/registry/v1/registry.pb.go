@@ -35,6 +35,11 @@ const (
 	LeaseState_LEASE_STATE_ACTIVE LeaseState = 1
 	// The lease expired. The cluster's exports take part in no import until it renews.
 	LeaseState_LEASE_STATE_EXPIRED LeaseState = 2
+	// The lease expired in this replica's view, but its last renewal went through another
+	// region whose replication lags: the renewals may not have arrived yet. The cluster's
+	// exports keep taking part in every import until the lease plus the lag from that region
+	// (ReplicationLag) has passed, at most the registry's --replication-stall-hold past expiry.
+	LeaseState_LEASE_STATE_HELD_REPLICATION LeaseState = 3
 )
 
 // Enum value maps for LeaseState.
@@ -43,11 +48,13 @@ var (
 		0: "LEASE_STATE_UNSPECIFIED",
 		1: "LEASE_STATE_ACTIVE",
 		2: "LEASE_STATE_EXPIRED",
+		3: "LEASE_STATE_HELD_REPLICATION",
 	}
 	LeaseState_value = map[string]int32{
-		"LEASE_STATE_UNSPECIFIED": 0,
-		"LEASE_STATE_ACTIVE":      1,
-		"LEASE_STATE_EXPIRED":     2,
+		"LEASE_STATE_UNSPECIFIED":      0,
+		"LEASE_STATE_ACTIVE":           1,
+		"LEASE_STATE_EXPIRED":          2,
+		"LEASE_STATE_HELD_REPLICATION": 3,
 	}
 )
 
@@ -264,9 +271,15 @@ type Lease struct {
 	// When the registry last registered or renewed the lease.
 	RenewTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=renew_time,json=renewTime,proto3" json:"renew_time,omitempty"`
 	// When the lease expires unless it is renewed.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// The region of the registry replica through which the lease was last registered or
+	// renewed. Empty with the memory store.
+	RenewRegion string `protobuf:"bytes,5,opt,name=renew_region,json=renewRegion,proto3" json:"renew_region,omitempty"`
+	// While the state is LEASE_STATE_HELD_REPLICATION: the replication lag from renew_region
+	// that holds the lease (its bound, as in ReplicationLag).
+	ReplicationLag *durationpb.Duration `protobuf:"bytes,6,opt,name=replication_lag,json=replicationLag,proto3" json:"replication_lag,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -323,6 +336,20 @@ func (x *Lease) GetRenewTime() *timestamppb.Timestamp {
 func (x *Lease) GetExpireTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Lease) GetRenewRegion() string {
+	if x != nil {
+		return x.RenewRegion
+	}
+	return ""
+}
+
+func (x *Lease) GetReplicationLag() *durationpb.Duration {
+	if x != nil {
+		return x.ReplicationLag
 	}
 	return nil
 }
@@ -664,9 +691,15 @@ func (x *ListClustersRequest) GetClusterset() string {
 type ListClustersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by cluster id.
-	Clusters      []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Clusters []*Cluster `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// The region of the registry replica that answered, whose view the lease states are.
+	// Empty with the memory store.
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// The replication lag this replica judges leases by, from each other region (DynamoDB
+	// store with replication heartbeats), sorted by region.
+	ReplicationLags []*ReplicationLag `protobuf:"bytes,3,rep,name=replication_lags,json=replicationLags,proto3" json:"replication_lags,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListClustersResponse) Reset() {
@@ -706,6 +739,77 @@ func (x *ListClustersResponse) GetClusters() []*Cluster {
 	return nil
 }
 
+func (x *ListClustersResponse) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ListClustersResponse) GetReplicationLags() []*ReplicationLag {
+	if x != nil {
+		return x.ReplicationLags
+	}
+	return nil
+}
+
+// ReplicationLag is how far behind the writes of another region reach a registry replica,
+// measured from replication heartbeats with that replica's clock only. It is a bound: a
+// heartbeat's whole round trip (less the time the other region held it), plus the silence
+// since the region was last heard beyond the heartbeat interval. The metric
+// mcs_registry_replication_lag_seconds reports the estimate, half the round trip.
+type ReplicationLag struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SourceRegion  string                 `protobuf:"bytes,1,opt,name=source_region,json=sourceRegion,proto3" json:"source_region,omitempty"`
+	Lag           *durationpb.Duration   `protobuf:"bytes,2,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicationLag) Reset() {
+	*x = ReplicationLag{}
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicationLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicationLag) ProtoMessage() {}
+
+func (x *ReplicationLag) ProtoReflect() protoreflect.Message {
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicationLag.ProtoReflect.Descriptor instead.
+func (*ReplicationLag) Descriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplicationLag) GetSourceRegion() string {
+	if x != nil {
+		return x.SourceRegion
+	}
+	return ""
+}
+
+func (x *ReplicationLag) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
 type DeleteClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Clusterset    string                 `protobuf:"bytes,1,opt,name=clusterset,proto3" json:"clusterset,omitempty"`
@@ -716,7 +820,7 @@ type DeleteClusterRequest struct {
 
 func (x *DeleteClusterRequest) Reset() {
 	*x = DeleteClusterRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[8]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +832,7 @@ func (x *DeleteClusterRequest) String() string {
 func (*DeleteClusterRequest) ProtoMessage() {}
 
 func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[8]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +845,7 @@ func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeleteClusterRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteClusterRequest) GetClusterset() string {
@@ -768,7 +872,7 @@ type DeleteClusterResponse struct {
 
 func (x *DeleteClusterResponse) Reset() {
 	*x = DeleteClusterResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +884,7 @@ func (x *DeleteClusterResponse) String() string {
 func (*DeleteClusterResponse) ProtoMessage() {}
 
 func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[9]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +897,7 @@ func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeleteClusterResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteClusterResponse) GetDeletedExports() int32 {
@@ -819,7 +923,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +935,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[10]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +948,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServicePort) GetName() string {
@@ -886,7 +990,7 @@ type SessionAffinityConfig struct {
 
 func (x *SessionAffinityConfig) Reset() {
 	*x = SessionAffinityConfig{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1002,7 @@ func (x *SessionAffinityConfig) String() string {
 func (*SessionAffinityConfig) ProtoMessage() {}
 
 func (x *SessionAffinityConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[11]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1015,7 @@ func (x *SessionAffinityConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAffinityConfig.ProtoReflect.Descriptor instead.
 func (*SessionAffinityConfig) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionAffinityConfig) GetClientIpTimeoutSeconds() int32 {
@@ -932,7 +1036,7 @@ type ServiceKey struct {
 
 func (x *ServiceKey) Reset() {
 	*x = ServiceKey{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1048,7 @@ func (x *ServiceKey) String() string {
 func (*ServiceKey) ProtoMessage() {}
 
 func (x *ServiceKey) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[12]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1061,7 @@ func (x *ServiceKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceKey.ProtoReflect.Descriptor instead.
 func (*ServiceKey) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServiceKey) GetNamespace() string {
@@ -1000,7 +1104,7 @@ type ExportSpec struct {
 
 func (x *ExportSpec) Reset() {
 	*x = ExportSpec{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1116,7 @@ func (x *ExportSpec) String() string {
 func (*ExportSpec) ProtoMessage() {}
 
 func (x *ExportSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[13]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1129,7 @@ func (x *ExportSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSpec.ProtoReflect.Descriptor instead.
 func (*ExportSpec) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExportSpec) GetPorts() []*ServicePort {
@@ -1104,7 +1208,7 @@ type EndpointConditions struct {
 
 func (x *EndpointConditions) Reset() {
 	*x = EndpointConditions{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1220,7 @@ func (x *EndpointConditions) String() string {
 func (*EndpointConditions) ProtoMessage() {}
 
 func (x *EndpointConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1233,7 @@ func (x *EndpointConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointConditions.ProtoReflect.Descriptor instead.
 func (*EndpointConditions) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointConditions) GetReady() bool {
@@ -1170,7 +1274,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1286,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1299,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Endpoint) GetAddresses() []string {
@@ -1254,7 +1358,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1370,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1383,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -1324,7 +1428,7 @@ type EndpointGroup struct {
 
 func (x *EndpointGroup) Reset() {
 	*x = EndpointGroup{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1440,7 @@ func (x *EndpointGroup) String() string {
 func (*EndpointGroup) ProtoMessage() {}
 
 func (x *EndpointGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1453,7 @@ func (x *EndpointGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointGroup.ProtoReflect.Descriptor instead.
 func (*EndpointGroup) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EndpointGroup) GetAddressType() string {
@@ -1393,7 +1497,7 @@ type ExportVerdict struct {
 
 func (x *ExportVerdict) Reset() {
 	*x = ExportVerdict{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1509,7 @@ func (x *ExportVerdict) String() string {
 func (*ExportVerdict) ProtoMessage() {}
 
 func (x *ExportVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1522,7 @@ func (x *ExportVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportVerdict.ProtoReflect.Descriptor instead.
 func (*ExportVerdict) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExportVerdict) GetConflicts() []ConflictReason {
@@ -1475,7 +1579,7 @@ type Export struct {
 
 func (x *Export) Reset() {
 	*x = Export{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1591,7 @@ func (x *Export) String() string {
 func (*Export) ProtoMessage() {}
 
 func (x *Export) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1604,7 @@ func (x *Export) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Export.ProtoReflect.Descriptor instead.
 func (*Export) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Export) GetClusterset() string {
@@ -1565,7 +1669,7 @@ type PutExportRequest struct {
 
 func (x *PutExportRequest) Reset() {
 	*x = PutExportRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1681,7 @@ func (x *PutExportRequest) String() string {
 func (*PutExportRequest) ProtoMessage() {}
 
 func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1694,7 @@ func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportRequest.ProtoReflect.Descriptor instead.
 func (*PutExportRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutExportRequest) GetClusterset() string {
@@ -1638,7 +1742,7 @@ type PutExportResponse struct {
 
 func (x *PutExportResponse) Reset() {
 	*x = PutExportResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1754,7 @@ func (x *PutExportResponse) String() string {
 func (*PutExportResponse) ProtoMessage() {}
 
 func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1767,7 @@ func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportResponse.ProtoReflect.Descriptor instead.
 func (*PutExportResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutExportResponse) GetExport() *Export {
@@ -1691,7 +1795,7 @@ type DeleteExportRequest struct {
 
 func (x *DeleteExportRequest) Reset() {
 	*x = DeleteExportRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1807,7 @@ func (x *DeleteExportRequest) String() string {
 func (*DeleteExportRequest) ProtoMessage() {}
 
 func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1820,7 @@ func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportRequest.ProtoReflect.Descriptor instead.
 func (*DeleteExportRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteExportRequest) GetClusterset() string {
@@ -1750,7 +1854,7 @@ type DeleteExportResponse struct {
 
 func (x *DeleteExportResponse) Reset() {
 	*x = DeleteExportResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1866,7 @@ func (x *DeleteExportResponse) String() string {
 func (*DeleteExportResponse) ProtoMessage() {}
 
 func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1879,7 @@ func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportResponse.ProtoReflect.Descriptor instead.
 func (*DeleteExportResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteExportResponse) GetDeleted() bool {
@@ -1797,7 +1901,7 @@ type ExportContent struct {
 
 func (x *ExportContent) Reset() {
 	*x = ExportContent{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1913,7 @@ func (x *ExportContent) String() string {
 func (*ExportContent) ProtoMessage() {}
 
 func (x *ExportContent) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1926,7 @@ func (x *ExportContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportContent.ProtoReflect.Descriptor instead.
 func (*ExportContent) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExportContent) GetService() *ServiceKey {
@@ -1858,7 +1962,7 @@ type SyncExportsRequest struct {
 
 func (x *SyncExportsRequest) Reset() {
 	*x = SyncExportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1974,7 @@ func (x *SyncExportsRequest) String() string {
 func (*SyncExportsRequest) ProtoMessage() {}
 
 func (x *SyncExportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1987,7 @@ func (x *SyncExportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncExportsRequest.ProtoReflect.Descriptor instead.
 func (*SyncExportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SyncExportsRequest) GetClusterset() string {
@@ -1918,7 +2022,7 @@ type ExportResult struct {
 
 func (x *ExportResult) Reset() {
 	*x = ExportResult{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2034,7 @@ func (x *ExportResult) String() string {
 func (*ExportResult) ProtoMessage() {}
 
 func (x *ExportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2047,7 @@ func (x *ExportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResult.ProtoReflect.Descriptor instead.
 func (*ExportResult) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExportResult) GetService() *ServiceKey {
@@ -1972,7 +2076,7 @@ type SyncExportsResponse struct {
 
 func (x *SyncExportsResponse) Reset() {
 	*x = SyncExportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2088,7 @@ func (x *SyncExportsResponse) String() string {
 func (*SyncExportsResponse) ProtoMessage() {}
 
 func (x *SyncExportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2101,7 @@ func (x *SyncExportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncExportsResponse.ProtoReflect.Descriptor instead.
 func (*SyncExportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SyncExportsResponse) GetResults() []*ExportResult {
@@ -2029,7 +2133,7 @@ type ListExportsRequest struct {
 
 func (x *ListExportsRequest) Reset() {
 	*x = ListExportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2145,7 @@ func (x *ListExportsRequest) String() string {
 func (*ListExportsRequest) ProtoMessage() {}
 
 func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2158,7 @@ func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsRequest.ProtoReflect.Descriptor instead.
 func (*ListExportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListExportsRequest) GetClusterset() string {
@@ -2100,7 +2204,7 @@ type ListExportsResponse struct {
 
 func (x *ListExportsResponse) Reset() {
 	*x = ListExportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2216,7 @@ func (x *ListExportsResponse) String() string {
 func (*ListExportsResponse) ProtoMessage() {}
 
 func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2229,7 @@ func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsResponse.ProtoReflect.Descriptor instead.
 func (*ListExportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListExportsResponse) GetExports() []*Export {
@@ -2159,7 +2263,7 @@ type UnreadableItem struct {
 
 func (x *UnreadableItem) Reset() {
 	*x = UnreadableItem{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2275,7 @@ func (x *UnreadableItem) String() string {
 func (*UnreadableItem) ProtoMessage() {}
 
 func (x *UnreadableItem) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2288,7 @@ func (x *UnreadableItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnreadableItem.ProtoReflect.Descriptor instead.
 func (*UnreadableItem) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UnreadableItem) GetKey() string {
@@ -2236,7 +2340,7 @@ type ImportSpec struct {
 
 func (x *ImportSpec) Reset() {
 	*x = ImportSpec{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2352,7 @@ func (x *ImportSpec) String() string {
 func (*ImportSpec) ProtoMessage() {}
 
 func (x *ImportSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2365,7 @@ func (x *ImportSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportSpec.ProtoReflect.Descriptor instead.
 func (*ImportSpec) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImportSpec) GetPorts() []*ServicePort {
@@ -2346,13 +2450,19 @@ type ImportCluster struct {
 	// When this cluster's export was last written: a client that wrote the export can tell
 	// whether this import already includes its write.
 	ExportUpdateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=export_update_time,json=exportUpdateTime,proto3" json:"export_update_time,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// LEASE_STATE_HELD_REPLICATION when the cluster takes part although its lease expired,
+	// because replication from the region of its last renewal (held_region) lags; unset
+	// while the lease is active.
+	LeaseState LeaseState `protobuf:"varint,8,opt,name=lease_state,json=leaseState,proto3,enum=globaldiscoverymcs.registry.v1.LeaseState" json:"lease_state,omitempty"`
+	// The region whose replication holds the cluster, with lease_state.
+	HeldRegion    string `protobuf:"bytes,9,opt,name=held_region,json=heldRegion,proto3" json:"held_region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
 	*x = ImportCluster{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2474,7 @@ func (x *ImportCluster) String() string {
 func (*ImportCluster) ProtoMessage() {}
 
 func (x *ImportCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2487,7 @@ func (x *ImportCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportCluster.ProtoReflect.Descriptor instead.
 func (*ImportCluster) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImportCluster) GetClusterId() string {
@@ -2429,6 +2539,20 @@ func (x *ImportCluster) GetExportUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ImportCluster) GetLeaseState() LeaseState {
+	if x != nil {
+		return x.LeaseState
+	}
+	return LeaseState_LEASE_STATE_UNSPECIFIED
+}
+
+func (x *ImportCluster) GetHeldRegion() string {
+	if x != nil {
+		return x.HeldRegion
+	}
+	return ""
+}
+
 // ServiceImport is the merge of every participating export of one Service.
 type ServiceImport struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -2446,7 +2570,7 @@ type ServiceImport struct {
 
 func (x *ServiceImport) Reset() {
 	*x = ServiceImport{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2582,7 @@ func (x *ServiceImport) String() string {
 func (*ServiceImport) ProtoMessage() {}
 
 func (x *ServiceImport) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2595,7 @@ func (x *ServiceImport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceImport.ProtoReflect.Descriptor instead.
 func (*ServiceImport) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ServiceImport) GetService() *ServiceKey {
@@ -2522,7 +2646,7 @@ type ListImportsRequest struct {
 
 func (x *ListImportsRequest) Reset() {
 	*x = ListImportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2658,7 @@ func (x *ListImportsRequest) String() string {
 func (*ListImportsRequest) ProtoMessage() {}
 
 func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2671,7 @@ func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsRequest.ProtoReflect.Descriptor instead.
 func (*ListImportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListImportsRequest) GetClusterset() string {
@@ -2584,7 +2708,7 @@ type ListImportsResponse struct {
 
 func (x *ListImportsResponse) Reset() {
 	*x = ListImportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2720,7 @@ func (x *ListImportsResponse) String() string {
 func (*ListImportsResponse) ProtoMessage() {}
 
 func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2733,7 @@ func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsResponse.ProtoReflect.Descriptor instead.
 func (*ListImportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListImportsResponse) GetImports() []*ServiceImport {
@@ -2657,7 +2781,7 @@ type WatchImportsRequest struct {
 
 func (x *WatchImportsRequest) Reset() {
 	*x = WatchImportsRequest{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2793,7 @@ func (x *WatchImportsRequest) String() string {
 func (*WatchImportsRequest) ProtoMessage() {}
 
 func (x *WatchImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2806,7 @@ func (x *WatchImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImportsRequest.ProtoReflect.Descriptor instead.
 func (*WatchImportsRequest) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchImportsRequest) GetClusterset() string {
@@ -2761,7 +2885,7 @@ type WatchImportsResponse struct {
 
 func (x *WatchImportsResponse) Reset() {
 	*x = WatchImportsResponse{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2897,7 @@ func (x *WatchImportsResponse) String() string {
 func (*WatchImportsResponse) ProtoMessage() {}
 
 func (x *WatchImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2910,7 @@ func (x *WatchImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImportsResponse.ProtoReflect.Descriptor instead.
 func (*WatchImportsResponse) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchImportsResponse) GetEpoch() string {
@@ -2857,7 +2981,7 @@ type ImportDelta struct {
 
 func (x *ImportDelta) Reset() {
 	*x = ImportDelta{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2993,7 @@ func (x *ImportDelta) String() string {
 func (*ImportDelta) ProtoMessage() {}
 
 func (x *ImportDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3006,7 @@ func (x *ImportDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportDelta.ProtoReflect.Descriptor instead.
 func (*ImportDelta) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ImportDelta) GetService() *ServiceKey {
@@ -2925,7 +3049,7 @@ type ImportHeader struct {
 
 func (x *ImportHeader) Reset() {
 	*x = ImportHeader{}
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3061,7 @@ func (x *ImportHeader) String() string {
 func (*ImportHeader) ProtoMessage() {}
 
 func (x *ImportHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3074,7 @@ func (x *ImportHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportHeader.ProtoReflect.Descriptor instead.
 func (*ImportHeader) Descriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ImportHeader) GetSpec() *ImportSpec {
@@ -2978,14 +3102,16 @@ var File_globaldiscoverymcs_registry_v1_registry_proto protoreflect.FileDescript
 
 const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"-globaldiscoverymcs/registry/v1/registry.proto\x12\x1eglobaldiscoverymcs.registry.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x01\n" +
+	"-globaldiscoverymcs/registry/v1/registry.proto\x12\x1eglobaldiscoverymcs.registry.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n" +
 	"\x05Lease\x12@\n" +
 	"\x05state\x18\x01 \x01(\x0e2*.globaldiscoverymcs.registry.v1.LeaseStateR\x05state\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x129\n" +
 	"\n" +
 	"renew_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x12;\n" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"\xde\x01\n" +
+	"expireTime\x12!\n" +
+	"\frenew_region\x18\x05 \x01(\tR\vrenewRegion\x12B\n" +
+	"\x0freplication_lag\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0ereplicationLag\"\xde\x01\n" +
 	"\aCluster\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -3016,9 +3142,14 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x13ListClustersRequest\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
-	"clusterset\"[\n" +
+	"clusterset\"\xce\x01\n" +
 	"\x14ListClustersResponse\x12C\n" +
-	"\bclusters\x18\x01 \x03(\v2'.globaldiscoverymcs.registry.v1.ClusterR\bclusters\"U\n" +
+	"\bclusters\x18\x01 \x03(\v2'.globaldiscoverymcs.registry.v1.ClusterR\bclusters\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12Y\n" +
+	"\x10replication_lags\x18\x03 \x03(\v2..globaldiscoverymcs.registry.v1.ReplicationLagR\x0freplicationLags\"b\n" +
+	"\x0eReplicationLag\x12#\n" +
+	"\rsource_region\x18\x01 \x01(\tR\fsourceRegion\x12+\n" +
+	"\x03lag\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"U\n" +
 	"\x14DeleteClusterRequest\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -3176,7 +3307,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\x04\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12H\n" +
@@ -3185,7 +3316,11 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x0fendpoint_groups\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.EndpointGroupR\x0eendpointGroups\x12P\n" +
 	"\rmissing_ports\x18\x05 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\fmissingPorts\x12R\n" +
 	"\x0eexcluded_ports\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\rexcludedPorts\x12H\n" +
-	"\x12export_update_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x10exportUpdateTime\"\xdc\x02\n" +
+	"\x12export_update_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x10exportUpdateTime\x12K\n" +
+	"\vlease_state\x18\b \x01(\x0e2*.globaldiscoverymcs.registry.v1.LeaseStateR\n" +
+	"leaseState\x12\x1f\n" +
+	"\vheld_region\x18\t \x01(\tR\n" +
+	"heldRegion\"\xdc\x02\n" +
 	"\rServiceImport\x12D\n" +
 	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12>\n" +
 	"\x04spec\x18\x02 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12I\n" +
@@ -3228,12 +3363,13 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\fImportHeader\x12>\n" +
 	"\x04spec\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12,\n" +
 	"\x12winning_cluster_id\x18\x02 \x01(\tR\x10winningClusterId\x12L\n" +
-	"\tconflicts\x18\x03 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts*Z\n" +
+	"\tconflicts\x18\x03 \x03(\x0e2..globaldiscoverymcs.registry.v1.ConflictReasonR\tconflicts*|\n" +
 	"\n" +
 	"LeaseState\x12\x1b\n" +
 	"\x17LEASE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LEASE_STATE_ACTIVE\x10\x01\x12\x17\n" +
-	"\x13LEASE_STATE_EXPIRED\x10\x02*P\n" +
+	"\x13LEASE_STATE_EXPIRED\x10\x02\x12 \n" +
+	"\x1cLEASE_STATE_HELD_REPLICATION\x10\x03*P\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fERROR_REASON_CLUSTERSET_UNKNOWN\x10\x01*g\n" +
@@ -3279,7 +3415,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(LeaseState)(0),                 // 0: globaldiscoverymcs.registry.v1.LeaseState
 	(ErrorReason)(0),                // 1: globaldiscoverymcs.registry.v1.ErrorReason
@@ -3293,137 +3429,142 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(*RenewLeaseResponse)(nil),      // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse
 	(*ListClustersRequest)(nil),     // 10: globaldiscoverymcs.registry.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),    // 11: globaldiscoverymcs.registry.v1.ListClustersResponse
-	(*DeleteClusterRequest)(nil),    // 12: globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	(*DeleteClusterResponse)(nil),   // 13: globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	(*ServicePort)(nil),             // 14: globaldiscoverymcs.registry.v1.ServicePort
-	(*SessionAffinityConfig)(nil),   // 15: globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	(*ServiceKey)(nil),              // 16: globaldiscoverymcs.registry.v1.ServiceKey
-	(*ExportSpec)(nil),              // 17: globaldiscoverymcs.registry.v1.ExportSpec
-	(*EndpointConditions)(nil),      // 18: globaldiscoverymcs.registry.v1.EndpointConditions
-	(*Endpoint)(nil),                // 19: globaldiscoverymcs.registry.v1.Endpoint
-	(*EndpointPort)(nil),            // 20: globaldiscoverymcs.registry.v1.EndpointPort
-	(*EndpointGroup)(nil),           // 21: globaldiscoverymcs.registry.v1.EndpointGroup
-	(*ExportVerdict)(nil),           // 22: globaldiscoverymcs.registry.v1.ExportVerdict
-	(*Export)(nil),                  // 23: globaldiscoverymcs.registry.v1.Export
-	(*PutExportRequest)(nil),        // 24: globaldiscoverymcs.registry.v1.PutExportRequest
-	(*PutExportResponse)(nil),       // 25: globaldiscoverymcs.registry.v1.PutExportResponse
-	(*DeleteExportRequest)(nil),     // 26: globaldiscoverymcs.registry.v1.DeleteExportRequest
-	(*DeleteExportResponse)(nil),    // 27: globaldiscoverymcs.registry.v1.DeleteExportResponse
-	(*ExportContent)(nil),           // 28: globaldiscoverymcs.registry.v1.ExportContent
-	(*SyncExportsRequest)(nil),      // 29: globaldiscoverymcs.registry.v1.SyncExportsRequest
-	(*ExportResult)(nil),            // 30: globaldiscoverymcs.registry.v1.ExportResult
-	(*SyncExportsResponse)(nil),     // 31: globaldiscoverymcs.registry.v1.SyncExportsResponse
-	(*ListExportsRequest)(nil),      // 32: globaldiscoverymcs.registry.v1.ListExportsRequest
-	(*ListExportsResponse)(nil),     // 33: globaldiscoverymcs.registry.v1.ListExportsResponse
-	(*UnreadableItem)(nil),          // 34: globaldiscoverymcs.registry.v1.UnreadableItem
-	(*ImportSpec)(nil),              // 35: globaldiscoverymcs.registry.v1.ImportSpec
-	(*ImportCluster)(nil),           // 36: globaldiscoverymcs.registry.v1.ImportCluster
-	(*ServiceImport)(nil),           // 37: globaldiscoverymcs.registry.v1.ServiceImport
-	(*ListImportsRequest)(nil),      // 38: globaldiscoverymcs.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),     // 39: globaldiscoverymcs.registry.v1.ListImportsResponse
-	(*WatchImportsRequest)(nil),     // 40: globaldiscoverymcs.registry.v1.WatchImportsRequest
-	(*WatchImportsResponse)(nil),    // 41: globaldiscoverymcs.registry.v1.WatchImportsResponse
-	(*ImportDelta)(nil),             // 42: globaldiscoverymcs.registry.v1.ImportDelta
-	(*ImportHeader)(nil),            // 43: globaldiscoverymcs.registry.v1.ImportHeader
-	nil,                             // 44: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	nil,                             // 45: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	nil,                             // 46: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	nil,                             // 47: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	(*durationpb.Duration)(nil),     // 48: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 49: google.protobuf.Timestamp
+	(*ReplicationLag)(nil),          // 12: globaldiscoverymcs.registry.v1.ReplicationLag
+	(*DeleteClusterRequest)(nil),    // 13: globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),   // 14: globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	(*ServicePort)(nil),             // 15: globaldiscoverymcs.registry.v1.ServicePort
+	(*SessionAffinityConfig)(nil),   // 16: globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	(*ServiceKey)(nil),              // 17: globaldiscoverymcs.registry.v1.ServiceKey
+	(*ExportSpec)(nil),              // 18: globaldiscoverymcs.registry.v1.ExportSpec
+	(*EndpointConditions)(nil),      // 19: globaldiscoverymcs.registry.v1.EndpointConditions
+	(*Endpoint)(nil),                // 20: globaldiscoverymcs.registry.v1.Endpoint
+	(*EndpointPort)(nil),            // 21: globaldiscoverymcs.registry.v1.EndpointPort
+	(*EndpointGroup)(nil),           // 22: globaldiscoverymcs.registry.v1.EndpointGroup
+	(*ExportVerdict)(nil),           // 23: globaldiscoverymcs.registry.v1.ExportVerdict
+	(*Export)(nil),                  // 24: globaldiscoverymcs.registry.v1.Export
+	(*PutExportRequest)(nil),        // 25: globaldiscoverymcs.registry.v1.PutExportRequest
+	(*PutExportResponse)(nil),       // 26: globaldiscoverymcs.registry.v1.PutExportResponse
+	(*DeleteExportRequest)(nil),     // 27: globaldiscoverymcs.registry.v1.DeleteExportRequest
+	(*DeleteExportResponse)(nil),    // 28: globaldiscoverymcs.registry.v1.DeleteExportResponse
+	(*ExportContent)(nil),           // 29: globaldiscoverymcs.registry.v1.ExportContent
+	(*SyncExportsRequest)(nil),      // 30: globaldiscoverymcs.registry.v1.SyncExportsRequest
+	(*ExportResult)(nil),            // 31: globaldiscoverymcs.registry.v1.ExportResult
+	(*SyncExportsResponse)(nil),     // 32: globaldiscoverymcs.registry.v1.SyncExportsResponse
+	(*ListExportsRequest)(nil),      // 33: globaldiscoverymcs.registry.v1.ListExportsRequest
+	(*ListExportsResponse)(nil),     // 34: globaldiscoverymcs.registry.v1.ListExportsResponse
+	(*UnreadableItem)(nil),          // 35: globaldiscoverymcs.registry.v1.UnreadableItem
+	(*ImportSpec)(nil),              // 36: globaldiscoverymcs.registry.v1.ImportSpec
+	(*ImportCluster)(nil),           // 37: globaldiscoverymcs.registry.v1.ImportCluster
+	(*ServiceImport)(nil),           // 38: globaldiscoverymcs.registry.v1.ServiceImport
+	(*ListImportsRequest)(nil),      // 39: globaldiscoverymcs.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),     // 40: globaldiscoverymcs.registry.v1.ListImportsResponse
+	(*WatchImportsRequest)(nil),     // 41: globaldiscoverymcs.registry.v1.WatchImportsRequest
+	(*WatchImportsResponse)(nil),    // 42: globaldiscoverymcs.registry.v1.WatchImportsResponse
+	(*ImportDelta)(nil),             // 43: globaldiscoverymcs.registry.v1.ImportDelta
+	(*ImportHeader)(nil),            // 44: globaldiscoverymcs.registry.v1.ImportHeader
+	nil,                             // 45: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	nil,                             // 46: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	nil,                             // 47: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	nil,                             // 48: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	(*durationpb.Duration)(nil),     // 49: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 50: google.protobuf.Timestamp
 }
 var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: globaldiscoverymcs.registry.v1.Lease.state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	48, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
-	49, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	49, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 4: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
-	49, // 5: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
-	48, // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
-	5,  // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	5,  // 8: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	5,  // 9: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	14, // 10: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	2,  // 11: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	15, // 12: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	44, // 13: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	45, // 14: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	18, // 15: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
-	20, // 16: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
-	19, // 17: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
-	3,  // 18: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	14, // 19: globaldiscoverymcs.registry.v1.ExportVerdict.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	14, // 20: globaldiscoverymcs.registry.v1.ExportVerdict.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	16, // 21: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 22: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 23: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	49, // 24: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	49, // 25: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
-	16, // 26: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 27: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 28: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	23, // 29: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
-	22, // 30: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	16, // 31: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	16, // 32: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 33: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	21, // 34: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	28, // 35: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
-	16, // 36: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	22, // 37: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	30, // 38: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
-	23, // 39: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
-	34, // 40: globaldiscoverymcs.registry.v1.ListExportsResponse.unreadable:type_name -> globaldiscoverymcs.registry.v1.UnreadableItem
-	16, // 41: globaldiscoverymcs.registry.v1.UnreadableItem.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	14, // 42: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	2,  // 43: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	15, // 44: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	46, // 45: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	47, // 46: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	49, // 47: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
-	3,  // 48: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	21, // 49: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	14, // 50: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	14, // 51: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	49, // 52: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
-	16, // 53: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	35, // 54: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	36, // 55: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	3,  // 56: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	37, // 57: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	37, // 58: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	16, // 59: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	42, // 60: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
-	16, // 61: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	43, // 62: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
-	36, // 63: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	35, // 64: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	3,  // 65: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	6,  // 66: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 67: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 68: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	12, // 69: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	24, // 70: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	26, // 71: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	29, // 72: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	32, // 73: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	38, // 74: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	40, // 75: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 76: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 77: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	13, // 79: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	25, // 80: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	27, // 81: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	31, // 82: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	33, // 83: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	39, // 84: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	41, // 85: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	76, // [76:86] is the sub-list for method output_type
-	66, // [66:76] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	49, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
+	50, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	50, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	49, // 4: globaldiscoverymcs.registry.v1.Lease.replication_lag:type_name -> google.protobuf.Duration
+	4,  // 5: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
+	50, // 6: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
+	49, // 7: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
+	5,  // 8: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	5,  // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	5,  // 10: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	12, // 11: globaldiscoverymcs.registry.v1.ListClustersResponse.replication_lags:type_name -> globaldiscoverymcs.registry.v1.ReplicationLag
+	49, // 12: globaldiscoverymcs.registry.v1.ReplicationLag.lag:type_name -> google.protobuf.Duration
+	15, // 13: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 14: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	16, // 15: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	45, // 16: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	46, // 17: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	19, // 18: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
+	21, // 19: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
+	20, // 20: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
+	3,  // 21: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	15, // 22: globaldiscoverymcs.registry.v1.ExportVerdict.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	15, // 23: globaldiscoverymcs.registry.v1.ExportVerdict.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	17, // 24: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	18, // 25: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	22, // 26: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	50, // 27: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	50, // 28: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	17, // 29: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	18, // 30: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	22, // 31: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	24, // 32: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
+	23, // 33: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	17, // 34: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	17, // 35: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	18, // 36: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	22, // 37: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	29, // 38: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
+	17, // 39: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	23, // 40: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	31, // 41: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
+	24, // 42: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
+	35, // 43: globaldiscoverymcs.registry.v1.ListExportsResponse.unreadable:type_name -> globaldiscoverymcs.registry.v1.UnreadableItem
+	17, // 44: globaldiscoverymcs.registry.v1.UnreadableItem.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	15, // 45: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 46: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	16, // 47: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	47, // 48: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	48, // 49: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	50, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	3,  // 51: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	22, // 52: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	15, // 53: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	15, // 54: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	50, // 55: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 56: globaldiscoverymcs.registry.v1.ImportCluster.lease_state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
+	17, // 57: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	36, // 58: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	37, // 59: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	3,  // 60: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	38, // 61: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	38, // 62: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	17, // 63: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	43, // 64: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
+	17, // 65: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	44, // 66: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
+	37, // 67: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	36, // 68: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	3,  // 69: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	6,  // 70: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 71: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 72: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	13, // 73: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	25, // 74: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	27, // 75: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	30, // 76: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	33, // 77: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	39, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	41, // 79: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 80: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 81: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 82: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	14, // 83: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	26, // 84: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	28, // 85: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	32, // 86: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	34, // 87: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	40, // 88: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	42, // 89: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	80, // [80:90] is the sub-list for method output_type
+	70, // [70:80] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
@@ -3431,14 +3572,14 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_init() {
 	if File_globaldiscoverymcs_registry_v1_registry_proto != nil {
 		return
 	}
-	file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[14].OneofWrappers = []any{}
+	file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc), len(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ ERROR_REASON_CLUSTERSET_UNKNOWN: ErrorReason
 ERROR_REASON_UNSPECIFIED: ErrorReason
 LEASE_STATE_ACTIVE: LeaseState
 LEASE_STATE_EXPIRED: LeaseState
+LEASE_STATE_HELD_REPLICATION: LeaseState
 LEASE_STATE_UNSPECIFIED: LeaseState
 SERVICE_TYPE_CLUSTER_SET_IP: ServiceType
 SERVICE_TYPE_HEADLESS: ServiceType
@@ -205,13 +206,15 @@ class ExportVerdict(_message.Message):
     def __init__(self, conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., winning_cluster_id: _Optional[str] = ..., participating: bool = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ...) -> None: ...
 
 class ImportCluster(_message.Message):
-    __slots__ = ["cluster_id", "conflicts", "endpoint_groups", "excluded_ports", "export_create_time", "export_update_time", "missing_ports"]
+    __slots__ = ["cluster_id", "conflicts", "endpoint_groups", "excluded_ports", "export_create_time", "export_update_time", "held_region", "lease_state", "missing_ports"]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_GROUPS_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_PORTS_FIELD_NUMBER: _ClassVar[int]
     EXPORT_CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     EXPORT_UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    HELD_REGION_FIELD_NUMBER: _ClassVar[int]
+    LEASE_STATE_FIELD_NUMBER: _ClassVar[int]
     MISSING_PORTS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     conflicts: _containers.RepeatedScalarFieldContainer[ConflictReason]
@@ -219,8 +222,10 @@ class ImportCluster(_message.Message):
     excluded_ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
     export_create_time: _timestamp_pb2.Timestamp
     export_update_time: _timestamp_pb2.Timestamp
+    held_region: str
+    lease_state: LeaseState
     missing_ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
-    def __init__(self, cluster_id: _Optional[str] = ..., export_create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., endpoint_groups: _Optional[_Iterable[_Union[EndpointGroup, _Mapping]]] = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., export_update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, cluster_id: _Optional[str] = ..., export_create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., endpoint_groups: _Optional[_Iterable[_Union[EndpointGroup, _Mapping]]] = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., export_update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_state: _Optional[_Union[LeaseState, str]] = ..., held_region: _Optional[str] = ...) -> None: ...
 
 class ImportDelta(_message.Message):
     __slots__ = ["clusters", "header", "removed_cluster_ids", "service"]
@@ -281,16 +286,20 @@ class ImportSpec(_message.Message):
     def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[_Union[ServiceType, str]] = ..., session_affinity: _Optional[str] = ..., session_affinity_config: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ip_families: _Optional[_Iterable[str]] = ..., internal_traffic_policy: _Optional[str] = ..., traffic_distribution: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ["duration", "expire_time", "renew_time", "state"]
+    __slots__ = ["duration", "expire_time", "renew_region", "renew_time", "replication_lag", "state"]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RENEW_REGION_FIELD_NUMBER: _ClassVar[int]
     RENEW_TIME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_LAG_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     duration: _duration_pb2.Duration
     expire_time: _timestamp_pb2.Timestamp
+    renew_region: str
     renew_time: _timestamp_pb2.Timestamp
+    replication_lag: _duration_pb2.Duration
     state: LeaseState
-    def __init__(self, state: _Optional[_Union[LeaseState, str]] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., renew_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, state: _Optional[_Union[LeaseState, str]] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., renew_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., renew_region: _Optional[str] = ..., replication_lag: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ListClustersRequest(_message.Message):
     __slots__ = ["clusterset"]
@@ -299,10 +308,14 @@ class ListClustersRequest(_message.Message):
     def __init__(self, clusterset: _Optional[str] = ...) -> None: ...
 
 class ListClustersResponse(_message.Message):
-    __slots__ = ["clusters"]
+    __slots__ = ["clusters", "region", "replication_lags"]
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_LAGS_FIELD_NUMBER: _ClassVar[int]
     clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
-    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ...) -> None: ...
+    region: str
+    replication_lags: _containers.RepeatedCompositeFieldContainer[ReplicationLag]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., region: _Optional[str] = ..., replication_lags: _Optional[_Iterable[_Union[ReplicationLag, _Mapping]]] = ...) -> None: ...
 
 class ListExportsRequest(_message.Message):
     __slots__ = ["cluster_id", "clusterset", "include_endpoints", "namespace"]
@@ -397,6 +410,14 @@ class RenewLeaseResponse(_message.Message):
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ...) -> None: ...
+
+class ReplicationLag(_message.Message):
+    __slots__ = ["lag", "source_region"]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_REGION_FIELD_NUMBER: _ClassVar[int]
+    lag: _duration_pb2.Duration
+    source_region: str
+    def __init__(self, source_region: _Optional[str] = ..., lag: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ServiceImport(_message.Message):
     __slots__ = ["clusters", "conflicts", "service", "spec", "winning_cluster_id"]
