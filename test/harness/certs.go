@@ -34,7 +34,7 @@ func NewCA(tb testing.TB, name string) *CA {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -53,7 +53,7 @@ func NewCA(tb testing.TB, name string) *CA {
 func (ca *CA) IssueServer(tb testing.TB, name string, dnsNames []string, ips []net.IP) (certFile, keyFile string) {
 	tb.Helper()
 	return ca.issue(tb, name, &x509.Certificate{
-		NotAfter: time.Now().Add(24 * time.Hour), DNSNames: dnsNames, IPAddresses: ips,
+		NotAfter: time.Now().Add(90 * 24 * time.Hour), DNSNames: dnsNames, IPAddresses: ips,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 }

@@ -122,7 +122,7 @@ delete-cluster and other clustersets.`)
 	for _, f := range []string{"store", "table", "region", "endpoint-url"} {
 		root.MarkFlagsMutuallyExclusive("registry-rest-url", f)
 	}
-	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g), deleteExportCmd(g))
+	root.AddCommand(createTableCmd(g), describeCmd(g), deleteClusterCmd(g), deleteExportCmd(g), diagnoseCmd(g))
 	return root
 }
 
