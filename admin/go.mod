@@ -86,6 +86,7 @@ require (
 require (
 	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
 	github.com/google/go-cmp v0.7.0
+	golang.org/x/mod v0.42.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.37.2

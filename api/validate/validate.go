@@ -159,6 +159,16 @@ func Region(errs *Errors, field, v string) {
 	}
 }
 
+// Version checks a component's version as it reports it: optional, at most 63 letters,
+// digits, '.', '_', '-' and '+' (a semantic version, or a commit with a suffix).
+func Version(errs *Errors, field, v string) {
+	if len(v) > 63 || !versionChars.MatchString(v) {
+		errs.add(field, "%q must be at most 63 characters of letters, digits, '.', '_', '-' and '+'", v)
+	}
+}
+
+var versionChars = regexp.MustCompile(`^[A-Za-z0-9._+-]*$`)
+
 // LeaseDuration checks a requested lease; zero means the default.
 func LeaseDuration(errs *Errors, field string, d time.Duration) {
 	if d != 0 && (d < MinLeaseDuration || d > MaxLeaseDuration) {

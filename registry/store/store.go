@@ -132,6 +132,8 @@ type Cluster struct {
 	// RenewRegion is the region of the store replica the last registration or renewal was
 	// written to (the DynamoDB store's region); empty for a store of one region.
 	RenewRegion string
+	// ControllerVersion is the version of the controller that last registered the cluster.
+	ControllerVersion string
 }
 
 // Key returns the cluster's key.

@@ -39,6 +39,7 @@ func TestCommandLines(t *testing.T) {
 			run{[]string{"--replication-stall-hold=2h"}, 2, "--replication-stall-hold: 2h0m0s must be between 0 (no hold) and 1h"}),
 		"mcs-controller": append(common("--registry-url=https://r:9090"),
 			run{[]string{"--registry-url=https://r:9090", "--import-workers=0"}, 2, "--import-workers 0: must be between 1 and 64"},
+			run{[]string{"--registry-url=https://r:9090", "--canary-interval=100ms"}, 2, "--canary-interval 100ms: must be 0 (no canary) or between 1s and 10m"},
 			run{[]string{"--registry-url=https://r:9090", "--registry-health-interval=1ms"}, 2, "--registry-health-interval 1ms: must be 0 (no health checks) or at least 100ms"},
 			run{[]string{"--registry-url=https://r:9090", "--registry-health-timeout=0s"}, 2, "--registry-health-timeout 0s: must be at least 100ms"},
 			run{[]string{"cleanup", "--help"}, 0, "--leader-election-id"},

@@ -226,7 +226,7 @@ func BenchmarkExportReadinessFlip(b *testing.B) {
 
 // readyWatch follows the imported EndpointSlices of a Service in one cluster and reports on
 // ch the time of every change of the readiness of the endpoint with addr.
-func readyWatch(b *testing.B, c *harness.Cluster, ns, svc, addr string) <-chan readyAt {
+func readyWatch(b testing.TB, c *harness.Cluster, ns, svc, addr string) <-chan readyAt {
 	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: c.Client.Scheme()})
 	if err != nil {
 		b.Fatal(err)
@@ -255,6 +255,49 @@ func readyWatch(b *testing.B, c *harness.Cluster, ns, svc, addr string) <-chan r
 	return ch
 }
 
+// newFlipper creates dynamo/flip in cluster a (10 endpoints), watches its imported slices
+// in b and c, and returns a function that flips the first endpoint's readiness and waits
+// until b and c both show it: the time that took, and the update's own round trip in a.
+func newFlipper(tb testing.TB, cls []*harness.Cluster) func(ready bool) (took, update time.Duration) {
+	ctx := context.Background()
+	a := cls[0]
+	var ips []string
+	for e := range 10 {
+		ips = append(ips, fmt.Sprintf("10.1.0.%d", e+1))
+	}
+	sl := slice("dynamo", "flip", "flip-x", ips...)
+	for _, o := range []client.Object{service("dynamo", "flip", 80), serviceExport("dynamo", "flip"), sl} {
+		if err := a.Client.Create(ctx, o); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	inB, inC := readyWatch(tb, cls[1], "dynamo", "flip", "10.1.0.1"), readyWatch(tb, cls[2], "dynamo", "flip", "10.1.0.1")
+	until := func(ch <-chan readyAt, want bool) time.Time {
+		timeout := time.After(time.Minute)
+		for {
+			select {
+			case r := <-ch:
+				if r.ready == want {
+					return r.at
+				}
+			case <-timeout:
+				tb.Fatal("the imported slice never showed the change")
+			}
+		}
+	}
+	until(inB, true)
+	until(inC, true)
+	return func(ready bool) (time.Duration, time.Duration) {
+		sl.Endpoints[0].Conditions.Ready = ptr.To(ready)
+		start := time.Now()
+		if err := a.Client.Update(ctx, sl); err != nil {
+			tb.Fatal(err)
+		}
+		updated := time.Since(start)
+		return max(until(inB, ready).Sub(start), until(inC, ready).Sub(start)), updated
+	}
+}
+
 type readyAt struct {
 	at    time.Time
 	ready bool
@@ -271,34 +314,8 @@ type readyAt struct {
 func BenchmarkPropagationReadinessFlip(b *testing.B) {
 	ctx := context.Background()
 	reg := harness.StartRegistry(b, "--store=memory")
-	cls := threeClusters(b, reg, "dynamo")
-	a := cls[0]
-	var ips []string
-	for e := range 10 {
-		ips = append(ips, fmt.Sprintf("10.1.0.%d", e+1))
-	}
-	sl := slice("dynamo", "flip", "flip-x", ips...)
-	for _, o := range []client.Object{service("dynamo", "flip", 80), serviceExport("dynamo", "flip"), sl} {
-		if err := a.Client.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	inB, inC := readyWatch(b, cls[1], "dynamo", "flip", "10.1.0.1"), readyWatch(b, cls[2], "dynamo", "flip", "10.1.0.1")
-	until := func(ch <-chan readyAt, want bool) time.Time {
-		timeout := time.After(time.Minute)
-		for {
-			select {
-			case r := <-ch:
-				if r.ready == want {
-					return r.at
-				}
-			case <-timeout:
-				b.Fatal("the imported slice never showed the change")
-			}
-		}
-	}
-	until(inB, true)
-	until(inC, true)
+	cls, _ := threeClusters(b, reg, nil, "dynamo")
+	flip := newFlipper(b, cls)
 
 	// For the floor: a registry watch, and a slice of B's own to update.
 	c, w := floorWatch(b, reg)
@@ -310,14 +327,8 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		time.Sleep(800 * time.Millisecond)
 		ready := i%2 == 1
-		sl.Endpoints[0].Conditions.Ready = ptr.To(ready)
-		start := time.Now()
-		if err := a.Client.Update(ctx, sl); err != nil {
-			b.Fatal(err)
-		}
-		updated := time.Since(start)
-		tb, tc := until(inB, ready), until(inC, ready)
-		flips = append(flips, max(tb.Sub(start), tc.Sub(start)))
+		took, updated := flip(ready)
+		flips = append(flips, took)
 
 		put := time.Now()
 		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "floor",
@@ -350,7 +361,7 @@ func BenchmarkPropagationReadinessFlip(b *testing.B) {
 func BenchmarkPropagationNewExport(b *testing.B) {
 	ctx := context.Background()
 	reg := harness.StartRegistry(b, "--store=memory")
-	cls := threeClusters(b, reg, "dynamo", "local")
+	cls, _ := threeClusters(b, reg, nil, "dynamo", "local")
 	a := cls[0]
 	// Imported slices of any Service in dynamo, by Service name.
 	arrived := func(c *harness.Cluster) <-chan string {
@@ -440,19 +451,20 @@ func reportAgainstFloor(b *testing.B, took, floors []time.Duration, q float64) {
 }
 
 // threeClusters starts clusters a, b and c with the namespaces and a controller each
-// (default flags) on the registry.
-func threeClusters(b *testing.B, reg *harness.Registry, namespaces ...string) []*harness.Cluster {
+// (default flags, and extra) on the registry.
+func threeClusters(b testing.TB, reg *harness.Registry, extra []string, namespaces ...string) ([]*harness.Cluster, []*harness.Controller) {
 	cls := harness.StartClusters(b, harness.ClusterOptions{Names: []string{"a", "b", "c"}})
+	var ctls []*harness.Controller
 	for _, cl := range cls {
 		for _, ns := range namespaces {
 			if err := cl.Client.Create(context.Background(), namespace(ns)); err != nil {
 				b.Fatal(err)
 			}
 		}
-		cl.StartController(b, "mcs-controller", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
-			"--clusterset-id=prod", "--cluster-id="+cl.Name, "--region=r")
+		ctls = append(ctls, cl.StartController(b, "mcs-controller", append([]string{"--registry-url=http://" + reg.GRPCAddr, "--registry-allow-insecure-http",
+			"--clusterset-id=prod", "--cluster-id=" + cl.Name, "--region=r"}, extra...)...))
 	}
-	return cls
+	return cls, ctls
 }
 
 // floorWatch registers cluster "floor" and watches the imports of namespace floor, for

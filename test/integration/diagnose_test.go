@@ -119,7 +119,7 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 	for _, id := range ids[:2] {
-		for _, check := range []string{"crds", "controller", "registry-lease", "exports", "imports", "permissions", "clock"} {
+		for _, check := range []string{"crds", "controller", "registry-lease", "version-skew", "exports", "imports", "permissions", "clock"} {
 			if s, detail, _ := d.find(id, check); s != "OK" {
 				t.Errorf("%s %s: %s %s", id, check, s, detail)
 			}

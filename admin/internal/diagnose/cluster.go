@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,10 +84,15 @@ func checkCluster(ctx context.Context, m Member, o Options, reg *registryView) [
 	controller(ctx, m, o, add)
 	if reg != nil {
 		registryLease(ctx, m, reg, add)
+		if c, ok := reg.clusters[clusterID(ctx, m)]; ok {
+			r := skewResult(m.Context, c.GetControllerVersion(), reg.version)
+			add(r.Check, r.Status, r.Detail, r.Fix)
+		}
 	}
 	exports(ctx, m, add)
 	imports(ctx, m, add)
 	permissions(ctx, m, o, add)
+	propagation(ctx, m, o, add)
 	if r, ok := apiClock(ctx, m, o.Now); ok {
 		out = append(out, r)
 	}
@@ -250,6 +257,37 @@ func imports(ctx context.Context, m Member, add addFunc) {
 	default:
 		add("imports", OK, fmt.Sprintf("%d ServiceImport(s), none held or refused", len(list.Items)), "")
 	}
+}
+
+// canaryPattern reads one source cluster's figures from the canary's summary.
+var canaryPattern = regexp.MustCompile(`(\S+) p50=([0-9.]+)s p99=([0-9.]+)s n=([0-9]+)`)
+
+// slowPropagation is the p99 reported as a warning, the MCSPropagationSlow alert's threshold.
+const slowPropagation = 5.0
+
+// propagation: the canary's figures (controller.canary.enabled), when it runs.
+func propagation(ctx context.Context, m Member, o Options, add addFunc) {
+	se := &mcsv1beta1.ServiceExport{}
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: o.ControllerNamespace, Name: "mcs-canary"}, se); err != nil {
+		return // no canary here
+	}
+	sum := se.Annotations["multicluster.dynamo.nvidia.com/propagation"]
+	if sum == "" {
+		add("propagation", Warn, "the canary runs but has measured no other cluster yet", "enable controller.canary in every member cluster")
+		return
+	}
+	var slow []string
+	for _, f := range canaryPattern.FindAllStringSubmatch(sum, -1) {
+		if p99, err := strconv.ParseFloat(f[3], 64); err == nil && p99 > slowPropagation {
+			slow = append(slow, f[1])
+		}
+	}
+	if len(slow) > 0 {
+		add("propagation", Warn, "canary, last 100 changes per source: "+sum,
+			fmt.Sprintf("exports of %s take more than %.0f s (p99) to arrive: check those clusters' controllers, the registry and this cluster's API server", strings.Join(slow, ", "), slowPropagation))
+		return
+	}
+	add("propagation", OK, "canary, last 100 changes per source: "+sum, "")
 }
 
 // permissions: the controller's ServiceAccount may do what the controller does.

@@ -27,6 +27,7 @@ type RegistryOptions struct {
 // registryView is what the registry said, for the clusters' checks.
 type registryView struct {
 	clusters map[string]*registryv1.Cluster
+	version  string
 	err      error
 }
 
@@ -107,9 +108,13 @@ func checkRegistry(ctx context.Context, o RegistryOptions, clusterset string, no
 		for _, c := range lc.GetClusters() {
 			view.clusters[c.GetClusterId()] = c
 		}
+		view.version = lc.GetRegistryVersion()
 		detail := fmt.Sprintf("%d cluster(s) registered", len(lc.GetClusters()))
 		if lc.GetRegion() != "" {
 			detail += " (replica in " + lc.GetRegion() + ")"
+		}
+		if v := lc.GetRegistryVersion(); v != "" {
+			detail += ", version " + v
 		}
 		out = append(out, res("connection", OK, detail, ""))
 	}

@@ -90,3 +90,27 @@ func TestLimit(t *testing.T) {
 		t.Fatalf("limit of 7 = %v", got)
 	}
 }
+
+func TestSkewResult(t *testing.T) {
+	tests := []struct {
+		controller, registry string
+		want                 Status
+	}{
+		{"v1.4.2", "v1.4.0", OK},
+		{"v1.3.9", "v1.4.0", OK},
+		{"v1.5.0", "v1.4.0", OK},
+		{"v1.2.0", "v1.4.0", Fail},
+		{"v2.0.0", "v1.9.0", Fail},
+		{"6ce8b72", "6ce8b72", OK},
+		{"6ce8b72", "0a99f03", Warn},
+		{"v1.4.0-rc.1", "v1.4.0", Warn},
+		{"", "v1.4.0", Warn},
+		{"v1.4.0", "", Warn},
+	}
+	for _, tc := range tests {
+		r := skewResult("c", tc.controller, tc.registry)
+		if r.Status != tc.want || (r.Status != OK) != (r.Fix != "") {
+			t.Errorf("controller %q, registry %q: %+v, want %s", tc.controller, tc.registry, r, tc.want)
+		}
+	}
+}

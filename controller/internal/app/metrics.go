@@ -2,6 +2,7 @@ package app
 
 import (
 	goruntime "runtime"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,16 +12,17 @@ import (
 
 // metrics of the controller, registered on controller-runtime's registry.
 type metrics struct {
-	connection *prometheus.GaugeVec
-	active     *prometheus.GaugeVec
-	failovers  prometheus.Counter
-	heartbeats *prometheus.CounterVec
-	registers  *prometheus.CounterVec
-	writes     *prometheus.CounterVec
-	imports    *prometheus.CounterVec
-	held       *prometheus.GaugeVec
-	heldCl     prometheus.Gauge
-	refused    *prometheus.GaugeVec
+	connection  *prometheus.GaugeVec
+	active      *prometheus.GaugeVec
+	failovers   prometheus.Counter
+	heartbeats  *prometheus.CounterVec
+	registers   *prometheus.CounterVec
+	writes      *prometheus.CounterVec
+	imports     *prometheus.CounterVec
+	held        *prometheus.GaugeVec
+	heldCl      prometheus.Gauge
+	refused     *prometheus.GaugeVec
+	propagation *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,11 +48,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_refused",
 			Help: "Imports in which the API server refuses imported objects of a source cluster (the ServiceImport's EndpointsRefused condition names them), by source cluster."}, []string{"source_cluster"}),
 	}
+	m.propagation = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mcs_controller_propagation_seconds",
+		Help:    "With --canary-interval: how long a change of another cluster's canary export took to be written into this cluster, by source cluster, measured against the registry's clock (no cluster clock is trusted).",
+		Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60}}, []string{"source_cluster"})
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_build_info",
 		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, goruntime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused, m.propagation)
 	return m
 }
 
@@ -66,6 +71,10 @@ func (m *metrics) importWrite(kind, op string) { m.imports.WithLabelValues(kind,
 func (m *metrics) importsHeld(reason string, n int) { m.held.WithLabelValues(reason).Set(float64(n)) }
 
 func (m *metrics) clustersHeld(n int) { m.heldCl.Set(float64(n)) }
+
+func (m *metrics) propagated(source string, d time.Duration) {
+	m.propagation.WithLabelValues(source).Observe(d.Seconds())
+}
 
 // importsRefused sets a source cluster's count; a cluster no import refuses any more leaves
 // the metric, so a clusterset's departed clusters do not stay as series.

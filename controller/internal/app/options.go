@@ -39,6 +39,7 @@ type Options struct {
 	failbackMin         time.Duration
 	failbackMax         time.Duration
 	healthInterval      time.Duration
+	canaryInterval      time.Duration
 	healthTimeout       time.Duration
 	registryCallTimeout time.Duration
 	createNamespaces    bool
@@ -82,6 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.createNamespaces, "create-namespaces", false, "Create the namespace of an import when it does not exist, instead of holding the import until it is created.")
 	fs.BoolVar(&o.adoptUnmanaged, "adopt-unmanaged-imports", false, "Take over ServiceImports with an import's name that this controller did not create.")
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
+	fs.DurationVar(&o.canaryInterval, "canary-interval", 0, "Export a canary Service (mcs-canary, in the leader-election namespace) whose endpoint changes this often, and measure how long every other cluster's canary changes take to reach this one (mcs_controller_propagation_seconds); 0 turns the canary off, otherwise between 1s and 10m.")
 	fs.IntVar(&o.importWorkers, "import-workers", 8, "ServiceImports reconciled at once (1 to 64).")
 	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
 	o.Logging.AddFlags(fs)
@@ -103,6 +105,9 @@ func (o *Options) targets() ([]registryclient.Target, error) {
 	}
 	if o.renewInterval <= 0 || o.renewInterval*3 > o.leaseDuration {
 		return nil, fmt.Errorf("--renew-interval %s: must be positive and at most a third of --lease-duration (%s)", o.renewInterval, o.leaseDuration)
+	}
+	if c := o.canaryInterval; c < 0 || (c > 0 && (c < time.Second || c > 10*time.Minute)) {
+		return nil, fmt.Errorf("--canary-interval %s: must be 0 (no canary) or between 1s and 10m", c)
 	}
 	if o.importWorkers < 1 || o.importWorkers > 64 {
 		return nil, fmt.Errorf("--import-workers %d: must be between 1 and 64", o.importWorkers)

@@ -25,10 +25,12 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/apicheck"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/canary"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 )
 
 // Run runs the controller until ctx ends: the manager with the exporter, the importer and
@@ -140,7 +142,7 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 	session := &registryclient.Session{
 		Pool: pool, Clusterset: id.Clusterset, ClusterID: id.ClusterID, Region: id.Region,
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
-		Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery,
+		Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery, Version: buildinfo.Version,
 	}
 	// After the registry's epoch changes, other clusters' endpoints are held until each
 	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
@@ -157,6 +159,14 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
 		Metrics:  importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
+	}
+	var canaryWriter *canary.Writer
+	if o.canaryInterval > 0 {
+		ns := leaderNamespace(o.leaderElectionNS)
+		rec := &canary.Recorder{Namespace: ns, Clock: session, Observe: m.propagated}
+		imp.Canary = rec
+		canaryWriter = &canary.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: ns, ClusterID: id.ClusterID, Interval: o.canaryInterval,
+			Clock: session, Recorder: rec, Log: log}
 	}
 	for _, setup := range []func(ctrl.Manager) error{exp.SetupWithManager, imp.SetupWithManager, (&exporter.LabelReconciler{Client: mgr.GetClient()}).SetupWithManager} {
 		if err := setup(mgr); err != nil {
@@ -182,6 +192,11 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		},
 	} {
 		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
+			return err
+		}
+	}
+	if canaryWriter != nil {
+		if err := mgr.Add(manager.RunnableFunc(canaryWriter.Run)); err != nil {
 			return err
 		}
 	}

@@ -57,6 +57,12 @@ const (
 	ReasonReplicationLagging = "ReplicationLagging"
 )
 
+// Canary takes the canary import once it is written into the cluster.
+type Canary interface {
+	Key() types.NamespacedName
+	Applied(imp *registryv1.ServiceImport)
+}
+
 // Metrics are the importer's hooks. Any field may be nil.
 type Metrics struct {
 	// Write is called for each write to the API server: kind (ServiceImport, Service,
@@ -89,6 +95,9 @@ type Reconciler struct {
 	Metrics Metrics
 	// Recorder records the EndpointsRefused Events; nil records none.
 	Recorder recorder.EventRecorder
+	// Canary, when set, is told of the import Canary.Key once its slices are written
+	// (package canary measures propagation from it).
+	Canary Canary
 
 	mu      sync.Mutex
 	missing map[types.NamespacedName]time.Time
@@ -270,6 +279,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// the API server refuses is named there and costs no other cluster its endpoints, and a
 	// first import still gets its spec.ips.
 	refused, sliceErr := r.applySlices(ctx, svc, d)
+	if sliceErr == nil && r.Canary != nil && key == r.Canary.Key() {
+		r.Canary.Applied(imp) // the slices are in: the moment a consumer could see them
+	}
 	// The metric and Events before the status, so a reader who sees the condition clear
 	// finds the metric cleared too.
 	r.noteRefusals(ctx, key, si, refused)
@@ -277,6 +289,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := errors.Join(sliceErr, statusErr); err != nil {
 		return reconcile.Result{}, err
 	}
+
 	if len(refused) > 0 {
 		return reconcile.Result{}, errRefused
 	}

@@ -25,6 +25,8 @@ type Session struct {
 	ClusterID     string
 	Region        string
 	LeaseDuration time.Duration
+	// Version is this controller's version, sent with each registration (version-skew checks).
+	Version       string
 	RenewInterval time.Duration
 	// RetryInterval is the wait after a failed registration or renewal.
 	RetryInterval time.Duration
@@ -41,8 +43,12 @@ type Session struct {
 	// generation counts registrations: exports sent under an older one must be sent again.
 	generation int64
 	lastRenew  time.Time
-	renewals   int
-	kick       chan struct{}
+	// offset is the registry's clock minus this one's, measured on the last renewal whose
+	// round trip was short enough (clockOK).
+	offset   time.Duration
+	clockOK  bool
+	renewals int
+	kick     chan struct{}
 	// problem says why the last registration or renewal failed; "" after a success.
 	problem string
 }
@@ -163,13 +169,41 @@ func (s *Session) Run(ctx context.Context, l SessionListener) error {
 	}
 }
 
+// maxClockRoundTrip bounds the round trip of a renewal the clock offset is taken from: the
+// offset is known to within half of it.
+const maxClockRoundTrip = time.Second
+
+// measureClock takes the registry's clock from a renewal: its renew time is the registry's
+// now, somewhere within the round trip; the middle is the best guess.
+func (s *Session) measureClock(sent, received, registryTime time.Time) {
+	rtt := received.Sub(sent)
+	if rtt > maxClockRoundTrip || registryTime.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	s.offset, s.clockOK = registryTime.Sub(sent.Add(rtt/2)), true
+	s.mu.Unlock()
+}
+
+// RegistryNow is the registry's clock now, as the last renewal measured it; false before
+// one did.
+func (s *Session) RegistryNow() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(s.offset), s.clockOK
+}
+
 func (s *Session) step(ctx context.Context) error {
 	s.mu.Lock()
 	registered := s.registered
 	s.mu.Unlock()
 	if registered {
 		err := s.Pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
-			_, err := c.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: s.Clusterset, ClusterId: s.ClusterID})
+			sent := time.Now()
+			resp, err := c.RenewLease(ctx, &registryv1.RenewLeaseRequest{Clusterset: s.Clusterset, ClusterId: s.ClusterID})
+			if err == nil {
+				s.measureClock(sent, time.Now(), resp.GetCluster().GetLease().GetRenewTime().AsTime())
+			}
 			return err
 		})
 		if f := s.Metrics.Heartbeat; f != nil {
@@ -202,9 +236,14 @@ func (s *Session) step(ctx context.Context) error {
 	var resp *registryv1.RegisterClusterResponse
 	err := s.Pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		var err error
+		sent := time.Now()
 		resp, err = c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{
 			Clusterset: s.Clusterset, ClusterId: s.ClusterID, Region: s.Region, LeaseDuration: durationpb.New(s.LeaseDuration),
+			ControllerVersion: s.Version,
 		})
+		if err == nil {
+			s.measureClock(sent, time.Now(), resp.GetCluster().GetLease().GetRenewTime().AsTime())
+		}
 		return err
 	})
 	if f := s.Metrics.Register; f != nil {

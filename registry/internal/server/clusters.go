@@ -14,6 +14,7 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/validate"
+	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -26,7 +27,7 @@ func clusterProto(c store.Cluster, v lease.Verdict) *registryv1.Cluster {
 	}
 	return &registryv1.Cluster{
 		Clusterset: c.Clusterset, ClusterId: c.ClusterID, Region: c.Region,
-		RegisterTime: timestamppb.New(c.RegisterTime),
+		RegisterTime: timestamppb.New(c.RegisterTime), ControllerVersion: c.ControllerVersion,
 		Lease: &registryv1.Lease{
 			State: v.State, Duration: durationpb.New(c.LeaseDuration),
 			RenewTime: timestamppb.New(c.RenewTime), ExpireTime: timestamppb.New(c.ExpireTime()),
@@ -40,6 +41,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 	var errs validate.Errors
 	validate.ClusterKey(&errs, req.GetClusterset(), req.GetClusterId())
 	validate.Region(&errs, "region", req.GetRegion())
+	validate.Version(&errs, "controller_version", req.GetControllerVersion())
 	lease := req.GetLeaseDuration().AsDuration()
 	if req.GetLeaseDuration() != nil {
 		if err := req.GetLeaseDuration().CheckValid(); err != nil {
@@ -56,7 +58,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 	now := s.now()
 	c, err := s.store.RegisterCluster(ctx, store.Cluster{
 		Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId(), Region: req.GetRegion(),
-		LeaseDuration: lease, RegisterTime: now, RenewTime: now,
+		LeaseDuration: lease, RegisterTime: now, RenewTime: now, ControllerVersion: req.GetControllerVersion(),
 	})
 	if err != nil {
 		return nil, s.storeError("register cluster", err)
@@ -113,7 +115,7 @@ func (s *Server) ListClusters(ctx context.Context, req *registryv1.ListClustersR
 	if len(clusters) == 0 {
 		return nil, errClustersetUnknown(req.GetClusterset())
 	}
-	resp := &registryv1.ListClustersResponse{}
+	resp := &registryv1.ListClustersResponse{RegistryVersion: buildinfo.Version}
 	var lags map[string]time.Duration
 	resp.Region, lags = s.cache.Replication()
 	for region, lag := range lags {

@@ -31,7 +31,7 @@ func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store
 		Clusterset: clusterset, ClusterID: id, Region: getS(item, "region"),
 		LeaseDuration: time.Duration(lease) * time.Millisecond,
 		RegisterTime:  fromMs(getN(item, "registerMs")), RenewTime: fromMs(getN(item, "renewMs")),
-		RenewRegion: getS(item, "renewRegion"),
+		RenewRegion: getS(item, "renewRegion"), ControllerVersion: getS(item, "ctlVersion"),
 	}, nil
 }
 
@@ -42,9 +42,9 @@ func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cl
 		Key:       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
 		// A new cluster's fence is its registration: no export write from before it (of a
 		// deleted cluster of the same name) applies.
-		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, renewRegion = :rr, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
+		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, renewRegion = :rr, ctlVersion = :cv, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
 		ExpressionAttributeNames:  map[string]string{"#r": "region"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":rr": strAttr(st.region), ":us": numAttr(st.now().UnixMicro())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":rr": strAttr(st.region), ":cv": strAttr(c.ControllerVersion), ":us": numAttr(st.now().UnixMicro())},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {

@@ -30,9 +30,13 @@ func testReRegisterKeepsRegisterTime(t *testing.T, s store.Store) {
 	later := t0.Add(time.Minute)
 	c := cluster("prod", "use1-a", later)
 	c.Region = "us-east-2"
+	c.ControllerVersion = "v1.3.0"
 	got := mustRegister(t, s, c)
-	if !sameTime(got.RegisterTime, t0) || !sameTime(got.RenewTime, later) || got.Region != "us-east-2" {
-		t.Fatalf("re-registered cluster = %+v, want RegisterTime %v kept, RenewTime %v, region us-east-2", got, t0, later)
+	if !sameTime(got.RegisterTime, t0) || !sameTime(got.RenewTime, later) || got.Region != "us-east-2" || got.ControllerVersion != "v1.3.0" {
+		t.Fatalf("re-registered cluster = %+v, want RegisterTime %v kept, RenewTime %v, region us-east-2, controller v1.3.0", got, t0, later)
+	}
+	if read, err := s.GetCluster(context.Background(), c.Key()); err != nil || read.ControllerVersion != "v1.3.0" {
+		t.Fatalf("GetCluster after re-registering = %+v, %v; want controller v1.3.0", read, err)
 	}
 }
 

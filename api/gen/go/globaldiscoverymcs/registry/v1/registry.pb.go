@@ -365,9 +365,12 @@ type Cluster struct {
 	Region string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
 	Lease  *Lease `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
 	// When the registry first registered the cluster.
-	RegisterTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=register_time,json=registerTime,proto3" json:"register_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RegisterTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=register_time,json=registerTime,proto3" json:"register_time,omitempty"`
+	// The version of the controller that last registered the cluster; empty for a
+	// controller release before it was sent.
+	ControllerVersion string `protobuf:"bytes,6,opt,name=controller_version,json=controllerVersion,proto3" json:"controller_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -435,6 +438,13 @@ func (x *Cluster) GetRegisterTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Cluster) GetControllerVersion() string {
+	if x != nil {
+		return x.ControllerVersion
+	}
+	return ""
+}
+
 type RegisterClusterRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Clusterset string                 `protobuf:"bytes,1,opt,name=clusterset,proto3" json:"clusterset,omitempty"`
@@ -442,8 +452,11 @@ type RegisterClusterRequest struct {
 	Region     string                 `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
 	// The lease duration. Unset: 30 s. Between 5 s and 1 h.
 	LeaseDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=lease_duration,json=leaseDuration,proto3" json:"lease_duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The registering controller's version (its --version), for version-skew checks
+	// (mcs-admin diagnose). May be empty; at most 63 letters, digits and '.', '_', '-', '+'.
+	ControllerVersion string `protobuf:"bytes,5,opt,name=controller_version,json=controllerVersion,proto3" json:"controller_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterClusterRequest) Reset() {
@@ -502,6 +515,13 @@ func (x *RegisterClusterRequest) GetLeaseDuration() *durationpb.Duration {
 		return x.LeaseDuration
 	}
 	return nil
+}
+
+func (x *RegisterClusterRequest) GetControllerVersion() string {
+	if x != nil {
+		return x.ControllerVersion
+	}
+	return ""
 }
 
 type RegisterClusterResponse struct {
@@ -698,6 +718,8 @@ type ListClustersResponse struct {
 	// The replication lag this replica judges leases by, from each other region (DynamoDB
 	// store with replication heartbeats), sorted by region.
 	ReplicationLags []*ReplicationLag `protobuf:"bytes,3,rep,name=replication_lags,json=replicationLags,proto3" json:"replication_lags,omitempty"`
+	// The answering registry's version (its --version).
+	RegistryVersion string `protobuf:"bytes,4,opt,name=registry_version,json=registryVersion,proto3" json:"registry_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -751,6 +773,13 @@ func (x *ListClustersResponse) GetReplicationLags() []*ReplicationLag {
 		return x.ReplicationLags
 	}
 	return nil
+}
+
+func (x *ListClustersResponse) GetRegistryVersion() string {
+	if x != nil {
+		return x.RegistryVersion
+	}
+	return ""
 }
 
 // ReplicationLag is how far behind the writes of another region reach a registry replica,
@@ -3111,7 +3140,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12!\n" +
 	"\frenew_region\x18\x05 \x01(\tR\vrenewRegion\x12B\n" +
-	"\x0freplication_lag\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0ereplicationLag\"\xde\x01\n" +
+	"\x0freplication_lag\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0ereplicationLag\"\x8d\x02\n" +
 	"\aCluster\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -3120,7 +3149,8 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12;\n" +
 	"\x05lease\x18\x04 \x01(\v2%.globaldiscoverymcs.registry.v1.LeaseR\x05lease\x12?\n" +
-	"\rregister_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fregisterTime\"\xb1\x01\n" +
+	"\rregister_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fregisterTime\x12-\n" +
+	"\x12controller_version\x18\x06 \x01(\tR\x11controllerVersion\"\xe0\x01\n" +
 	"\x16RegisterClusterRequest\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
@@ -3128,7 +3158,8 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12@\n" +
-	"\x0elease_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"\\\n" +
+	"\x0elease_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\x12-\n" +
+	"\x12controller_version\x18\x05 \x01(\tR\x11controllerVersion\"\\\n" +
 	"\x17RegisterClusterResponse\x12A\n" +
 	"\acluster\x18\x01 \x01(\v2'.globaldiscoverymcs.registry.v1.ClusterR\acluster\"R\n" +
 	"\x11RenewLeaseRequest\x12\x1e\n" +
@@ -3142,11 +3173,12 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x13ListClustersRequest\x12\x1e\n" +
 	"\n" +
 	"clusterset\x18\x01 \x01(\tR\n" +
-	"clusterset\"\xce\x01\n" +
+	"clusterset\"\xf9\x01\n" +
 	"\x14ListClustersResponse\x12C\n" +
 	"\bclusters\x18\x01 \x03(\v2'.globaldiscoverymcs.registry.v1.ClusterR\bclusters\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12Y\n" +
-	"\x10replication_lags\x18\x03 \x03(\v2..globaldiscoverymcs.registry.v1.ReplicationLagR\x0freplicationLags\"b\n" +
+	"\x10replication_lags\x18\x03 \x03(\v2..globaldiscoverymcs.registry.v1.ReplicationLagR\x0freplicationLags\x12)\n" +
+	"\x10registry_version\x18\x04 \x01(\tR\x0fregistryVersion\"b\n" +
 	"\x0eReplicationLag\x12#\n" +
 	"\rsource_region\x18\x01 \x01(\tR\fsourceRegion\x12+\n" +
 	"\x03lag\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03lag\"U\n" +

@@ -28,18 +28,20 @@ SERVICE_TYPE_HEADLESS: ServiceType
 SERVICE_TYPE_UNSPECIFIED: ServiceType
 
 class Cluster(_message.Message):
-    __slots__ = ["cluster_id", "clusterset", "lease", "region", "register_time"]
+    __slots__ = ["cluster_id", "clusterset", "controller_version", "lease", "region", "register_time"]
     CLUSTERSET_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
     REGISTER_TIME_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     clusterset: str
+    controller_version: str
     lease: Lease
     region: str
     register_time: _timestamp_pb2.Timestamp
-    def __init__(self, clusterset: _Optional[str] = ..., cluster_id: _Optional[str] = ..., region: _Optional[str] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., register_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, clusterset: _Optional[str] = ..., cluster_id: _Optional[str] = ..., region: _Optional[str] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., register_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., controller_version: _Optional[str] = ...) -> None: ...
 
 class DeleteClusterRequest(_message.Message):
     __slots__ = ["cluster_id", "clusterset"]
@@ -308,14 +310,16 @@ class ListClustersRequest(_message.Message):
     def __init__(self, clusterset: _Optional[str] = ...) -> None: ...
 
 class ListClustersResponse(_message.Message):
-    __slots__ = ["clusters", "region", "replication_lags"]
+    __slots__ = ["clusters", "region", "registry_version", "replication_lags"]
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_LAGS_FIELD_NUMBER: _ClassVar[int]
     clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
     region: str
+    registry_version: str
     replication_lags: _containers.RepeatedCompositeFieldContainer[ReplicationLag]
-    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., region: _Optional[str] = ..., replication_lags: _Optional[_Iterable[_Union[ReplicationLag, _Mapping]]] = ...) -> None: ...
+    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., region: _Optional[str] = ..., replication_lags: _Optional[_Iterable[_Union[ReplicationLag, _Mapping]]] = ..., registry_version: _Optional[str] = ...) -> None: ...
 
 class ListExportsRequest(_message.Message):
     __slots__ = ["cluster_id", "clusterset", "include_endpoints", "namespace"]
@@ -380,16 +384,18 @@ class PutExportResponse(_message.Message):
     def __init__(self, export: _Optional[_Union[Export, _Mapping]] = ..., verdict: _Optional[_Union[ExportVerdict, _Mapping]] = ...) -> None: ...
 
 class RegisterClusterRequest(_message.Message):
-    __slots__ = ["cluster_id", "clusterset", "lease_duration", "region"]
+    __slots__ = ["cluster_id", "clusterset", "controller_version", "lease_duration", "region"]
     CLUSTERSET_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     LEASE_DURATION_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     clusterset: str
+    controller_version: str
     lease_duration: _duration_pb2.Duration
     region: str
-    def __init__(self, clusterset: _Optional[str] = ..., cluster_id: _Optional[str] = ..., region: _Optional[str] = ..., lease_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, clusterset: _Optional[str] = ..., cluster_id: _Optional[str] = ..., region: _Optional[str] = ..., lease_duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., controller_version: _Optional[str] = ...) -> None: ...
 
 class RegisterClusterResponse(_message.Message):
     __slots__ = ["cluster"]
