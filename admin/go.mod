@@ -84,6 +84,7 @@ require (
 )
 
 require (
+	github.com/ai-dynamo/global-discovery-mcs/gds-client v0.0.0
 	github.com/ai-dynamo/global-discovery-mcs/internal v0.0.0
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/mod v0.42.0

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
@@ -106,7 +110,8 @@ func TestDiagnose(t *testing.T) {
 	}
 	kubeconfig := mergedKubeconfig(t, cls)
 	base := []string{"--registry-rest-url=https://localhost:" + restPort, "--registry-tls-ca-file=" + ca.CertFile,
-		"diagnose", "--clusterset-id=prod", "--kubeconfig=" + kubeconfig, "--context=use1-a", "--context=usw2-a"}
+		"diagnose", "--clusterset-id=prod", "--kubeconfig=" + kubeconfig, "--context=use1-a", "--context=usw2-a",
+		"--gds-router-namespace=dynamo", "--gds-router-service=relay", "--gds-router-port-name=http"}
 
 	// Healthy: every check OK, exit 0.
 	d, code, out := runDiagnose(t, base...)
@@ -119,7 +124,7 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 	for _, id := range ids[:2] {
-		for _, check := range []string{"crds", "controller", "registry-lease", "version-skew", "exports", "imports", "permissions", "clock"} {
+		for _, check := range []string{"crds", "controller", "registry-lease", "version-skew", "exports", "imports", "permissions", "gds", "clock"} {
 			if s, detail, _ := d.find(id, check); s != "OK" {
 				t.Errorf("%s %s: %s %s", id, check, s, detail)
 			}
@@ -130,6 +135,22 @@ func TestDiagnose(t *testing.T) {
 		t.Fatalf("diagnose as a table: %v\n%s", err, table)
 	}
 	t.Logf("diagnose of a healthy clusterset:\n%s", table)
+	if _, detail, _ := d.find("use1-a", "gds"); detail != "0 pool(s), 2 router(s)" {
+		t.Errorf("gds: %s, want the two clusters' routers", detail)
+	}
+
+	// A client certificate that expires in 3 days.
+	certPEM, _ := ca.IssueClient(t, "use1-a", nil, time.Now().Add(72*time.Hour))
+	pemBytes, err := os.ReadFile(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, cls[0], &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: harness.ReleaseNamespace, Name: "mcs-controller-client-cert"},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: pemBytes, corev1.TLSPrivateKeyKey: []byte("unused")}})
+	d, code, _ = runDiagnose(t, append(slices.Clone(base), "--controller-client-cert-secret=mcs-controller-client-cert")...)
+	if s, detail, fix := d.find("use1-a", "client-certificate"); code != 1 || s != "WARN" || !strings.Contains(detail, "CN=use1-a") || fix == "" {
+		t.Errorf("expiring client certificate: exit %d, client-certificate %s %s", code, s, detail)
+	}
 
 	// A wrong CA.
 	other := harness.NewCA(t, "other")

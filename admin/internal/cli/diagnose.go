@@ -21,6 +21,8 @@ func diagnoseCmd(g *globals) *cobra.Command {
 		kubeconfig, clusterset  string
 		output                  string
 		namespace, sa, leaderID string
+		clientCertSecret        string
+		gds                     diagnose.GDSOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "diagnose",
@@ -30,7 +32,9 @@ v1beta1, a controller replica leads, the ServiceExports and ServiceImports are f
 conflicts, held and refused endpoints, the controller's ServiceAccount has the permissions
 the controller needs, and the API server's clock agrees with this machine's. With
 --registry-rest-url it checks the registry too: its connection, serving certificate and
-clock, and each cluster's lease in it. It exits 0 when every check is OK, 1 otherwise.`,
+clock, and each cluster's lease in it. With the controller's client certificate Secret it
+checks its expiry, and with --gds-router-service it counts the pools and routers the Global
+Discovery Service finds in each cluster. It exits 0 when every check is OK, 1 otherwise.`,
 		Example: `  mcs-admin diagnose --context=use1-a --context=usw2-a
   mcs-admin --registry-rest-url=https://mcs-registry.example.internal:8080 --registry-tls-ca-file=ca.crt \
     diagnose --clusterset-id=prod --context=use1-a --context=usw2-a -o json`,
@@ -77,7 +81,8 @@ clock, and each cluster's lease in it. It exits 0 when every check is OK, 1 othe
 			}
 			report := diagnose.Run(cmd.Context(), members, diagnose.Options{
 				Clusterset: clusterset, ControllerNamespace: namespace, ServiceAccount: sa, LeaderElectionID: leaderID,
-				Registry: diagnose.RegistryOptions{URL: g.registryURL, CAFile: g.registryCAFile, CertFile: g.registryCertFile, KeyFile: g.registryKeyFile},
+				Registry:         diagnose.RegistryOptions{URL: g.registryURL, CAFile: g.registryCAFile, CertFile: g.registryCertFile, KeyFile: g.registryKeyFile},
+				ClientCertSecret: clientCertSecret, GDS: gds,
 			})
 			if err := report.Write(cmd.OutOrStdout(), output); err != nil {
 				return err
@@ -95,6 +100,10 @@ clock, and each cluster's lease in it. It exits 0 when every check is OK, 1 othe
 	f.StringVar(&namespace, "controller-namespace", "mcs-system", "The namespace of the controller's release.")
 	f.StringVar(&sa, "controller-service-account", "mcs-controller", "The controller's ServiceAccount.")
 	f.StringVar(&leaderID, "leader-election-id", "mcs-controller.multicluster.dynamo.nvidia.com", "The controller's leader-election Lease (its --leader-election-id).")
+	f.StringVar(&clientCertSecret, "controller-client-cert-secret", "", "The Secret of the controller's client certificate for the registry, whose expiry is checked; empty: the one the chart's controller Deployment mounts, if any.")
+	f.StringVar(&gds.RouterNamespace, "gds-router-namespace", "", "With --gds-router-service: the Global Discovery Service's --router-namespace.")
+	f.StringVar(&gds.RouterService, "gds-router-service", "", "The Global Discovery Service's --router-service: count the pools and routers it finds in each cluster.")
+	f.StringVar(&gds.RouterPortName, "gds-router-port-name", "", "With --gds-router-service: the Global Discovery Service's --router-port-name.")
 	f.StringVarP(&output, "output", "o", "table", "Output format: table or json.")
 	return cmd
 }

@@ -39,6 +39,11 @@ type Options struct {
 	ControllerNamespace, ServiceAccount, LeaderElectionID string
 	// Registry, when its URL is set, is checked too, and each cluster's lease in it.
 	Registry RegistryOptions
+	// ClientCertSecret names the Secret of the controller's client certificate; empty: the
+	// one the chart mounts, if any.
+	ClientCertSecret string
+	// GDS, with RouterService set, adds the Global Discovery Service's counts.
+	GDS GDSOptions
 	Now      func() time.Time
 }
 
@@ -93,6 +98,8 @@ func checkCluster(ctx context.Context, m Member, o Options, reg *registryView) [
 	imports(ctx, m, add)
 	permissions(ctx, m, o, add)
 	propagation(ctx, m, o, add)
+	clientCertificate(ctx, m, o, add)
+	gds(ctx, m, o, add)
 	if r, ok := apiClock(ctx, m, o.Now); ok {
 		out = append(out, r)
 	}
