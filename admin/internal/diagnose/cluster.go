@@ -44,7 +44,7 @@ type Options struct {
 	ClientCertSecret string
 	// GDS, with RouterService set, adds the Global Discovery Service's counts.
 	GDS GDSOptions
-	Now      func() time.Time
+	Now func() time.Time
 }
 
 // permission is one thing the controller must be allowed to do (the chart's RBAC).
