@@ -101,10 +101,7 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 		return ""
 	})
 	for _, img := range NodeImages(tb) {
-		repo := img.Ref[:strings.LastIndex(img.Ref, ":")]
-		if err := run("ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--base-name", repo, img.Tar); err != nil {
-			tb.Fatalf("harness: node %s: import %s: %v", n.Name, img.Ref, err)
-		}
+		n.importImage(tb, img)
 	}
 	kubelet := binary(tb, filepath.Join("bin", "k8s", "kubelet"), "tools")
 	n.start(tb, "kubelet", kubelet,
@@ -138,6 +135,24 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 }
 
 // labelsFlag is kubelet's --node-labels: the node's Labels, sorted.
+// importImage loads img into the node's containerd, where kubelet finds it (pods use
+// imagePullPolicy Never: no image registry is reachable).
+func (n *Node) importImage(tb testing.TB, img NodeImage) {
+	tb.Helper()
+	repo := img.Ref[:strings.LastIndex(img.Ref, ":")]
+	if err := run("ctr", "--address", filepath.Join(n.Dir, "containerd.sock"), "-n", "k8s.io", "images", "import", "--base-name", repo, img.Tar); err != nil {
+		tb.Fatalf("harness: node %s: import %s: %v", n.Name, img.Ref, err)
+	}
+}
+
+// ImportImage loads img into every node of the cluster, beside the images every node gets.
+func (c *Cluster) ImportImage(tb testing.TB, img NodeImage) {
+	tb.Helper()
+	for _, n := range c.Nodes {
+		n.importImage(tb, img)
+	}
+}
+
 func (n *Node) labelsFlag() string {
 	var kv []string
 	for k, v := range n.Labels {

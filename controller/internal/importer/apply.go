@@ -145,18 +145,20 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 // applySlices writes the plan of the import's slices. A write the API server refuses for
 // good (see refusal) costs only the source cluster whose slice it is: the other clusters'
 // slices are still written, and the refusals are returned by source cluster for the
-// ServiceImport's status. err holds the other failures (transient: retried).
-func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Desired) (refused map[string]Refusal, err error) {
+// ServiceImport's status. A slice to delete whose source cluster keep (when not nil) holds
+// is left in place; kept names those clusters. err holds the other failures (transient:
+// retried).
+func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Desired, keep func(cluster string) bool) (refused map[string]Refusal, kept []string, err error) {
 	want := d.Slices
 	for _, s := range want {
 		if err := controllerutil.SetControllerReference(svc, s, r.Client.Scheme()); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var cur discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &cur, client.InNamespace(svc.Namespace),
 		client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy, mcsv1beta1.LabelServiceName: d.Service.Labels[mcsv1beta1.LabelServiceName]}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan := PlanSlices(cur.Items, want, svc)
 	var errs []error
@@ -175,6 +177,12 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 	}
 	stillThere := map[string]bool{} // a failed delete: its replacement waits for the retry
 	for _, c := range plan.Delete {
+		if cluster := c.Labels[mcsv1beta1.LabelSourceCluster]; keep != nil && keep(cluster) {
+			if !slices.Contains(kept, cluster) {
+				kept = append(kept, cluster)
+			}
+			continue
+		}
 		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 			failed(c, err)
 			stillThere[c.Name] = true
@@ -199,7 +207,8 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 		}
 		r.write("EndpointSlice", "create")
 	}
-	return refused, errors.Join(errs...)
+	slices.Sort(kept)
+	return refused, kept, errors.Join(errs...)
 }
 
 func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, heldClusters []string, refused map[string]Refusal) error {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type Imports interface {
 	GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string)
 	Keys() []types.NamespacedName
 	Synced() bool
+	// RefillUntil is when what the cluster holds of source clusters missing from the
+	// imports may be deleted; before it they are kept (see registryclient.ImportWatch).
+	RefillUntil() time.Time
 }
 
 // Names of the ServiceImport condition this controller adds to the mcs-api ones.
@@ -234,12 +238,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
 	imp, heldClusters := r.Imports.GetHeld(key)
-	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
+	// refill > 0: the registry started empty shortly before this process; what the cluster
+	// holds of source clusters missing from the imports is kept until then.
+	refill := time.Until(r.Imports.RefillUntil())
 	if imp == nil {
 		r.setHeld("namespace_missing", req.NamespacedName, false)
 		r.noteRefusals(ctx, key, nil, nil)
-		return r.remove(ctx, req.NamespacedName)
+		return r.remove(ctx, req.NamespacedName, refill)
 	}
+	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
 	r.mu.Lock()
 	delete(r.missing, req.NamespacedName)
 	r.mu.Unlock()
@@ -278,7 +285,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// The status is written whatever happened to the slices: a source cluster whose objects
 	// the API server refuses is named there and costs no other cluster its endpoints, and a
 	// first import still gets its spec.ips.
-	refused, sliceErr := r.applySlices(ctx, svc, d)
+	var keep func(cluster string) bool
+	if refill > 0 {
+		keep = func(cluster string) bool { return !slices.Contains(d.Clusters, cluster) }
+	}
+	refused, kept, sliceErr := r.applySlices(ctx, svc, d, keep)
+	if len(kept) > 0 {
+		heldClusters = append(slices.Clone(heldClusters), kept...)
+		r.setHeld("registry_restart", req.NamespacedName, true)
+	}
 	if sliceErr == nil && r.Canary != nil && key == r.Canary.Key() {
 		r.Canary.Applied(imp) // the slices are in: the moment a consumer could see them
 	}
@@ -292,6 +307,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	if len(refused) > 0 {
 		return reconcile.Result{}, errRefused
+	}
+	if len(kept) > 0 {
+		return reconcile.Result{RequeueAfter: refill}, nil
 	}
 	return reconcile.Result{}, nil
 }

@@ -32,7 +32,10 @@ type fakeImports struct {
 	synced  bool
 	imports map[types.NamespacedName]*registryv1.ServiceImport
 	held    []string
+	refill  time.Time
 }
+
+func (f *fakeImports) RefillUntil() time.Time { return f.refill }
 
 func (f *fakeImports) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string) {
 	if imp := f.imports[k]; imp != nil {
@@ -188,6 +191,67 @@ func TestImportReconcile(t *testing.T) {
 	}
 	if err := c.Get(ctx, req.NamespacedName, &si); !apierrors.IsNotFound(err) {
 		t.Fatalf("ServiceImport after the import left: %v", err)
+	}
+}
+
+// TestImportReconcileRefill: a controller that started after a registry that started
+// empty (RefillUntil ahead) keeps the slices of source clusters missing from the import,
+// and the objects of an import missing altogether, says so in EndpointsHeld, and comes
+// back when the time is up; then they go.
+func TestImportReconcileRefill(t *testing.T) {
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: "dynamo", Name: "router"}
+	imps := &fakeImports{synced: true, imports: map[types.NamespacedName]*registryv1.ServiceImport{key: routerImport("use1-a", "euw1-a")}}
+	r, c, w := newImporter(t, imps, namespace("dynamo"))
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+
+	// The registry restarted empty with this controller: only use1-a has sent its exports.
+	imps.imports[key] = routerImport("use1-a")
+	imps.refill = time.Now().Add(time.Minute)
+	res, err := r.Reconcile(ctx, req)
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
+		t.Fatalf("Reconcile during the refill: %+v %v", res, err)
+	}
+	if got := slicesOf(t, c); len(got) != 2 || got["euw1-a"] != "10.2.0.1" {
+		t.Fatalf("slices during the refill: %v", got)
+	}
+	if got := w.take(); contains(got, "EndpointSlice delete") {
+		t.Fatalf("writes during the refill: %v", got)
+	}
+	var si mcsv1beta1.ServiceImport
+	if err := c.Get(ctx, key, &si); err != nil {
+		t.Fatal(err)
+	}
+	if held := meta.FindStatusCondition(si.Status.Conditions, ConditionEndpointsHeld); held == nil || held.Status != metav1.ConditionTrue || !strings.Contains(held.Message, "euw1-a") {
+		t.Fatalf("EndpointsHeld during the refill: %+v", held)
+	}
+
+	// The whole import missing: nothing removed either.
+	delete(imps.imports, key)
+	if res, err := r.Reconcile(ctx, req); err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("Reconcile of a missing import during the refill: %+v %v", res, err)
+	}
+	if err := c.Get(ctx, key, &si); err != nil {
+		t.Fatalf("ServiceImport removed during the refill: %v", err)
+	}
+
+	// The time is up: euw1-a did not come back, its slice goes.
+	imps.imports[key] = routerImport("use1-a")
+	imps.refill = time.Now().Add(-time.Second)
+	if res, err := r.Reconcile(ctx, req); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("Reconcile after the refill: %+v %v", res, err)
+	}
+	if got := slicesOf(t, c); len(got) != 1 || got["use1-a"] == "" {
+		t.Fatalf("slices after the refill: %v", got)
+	}
+	if err := c.Get(ctx, key, &si); err != nil {
+		t.Fatal(err)
+	}
+	if held := meta.FindStatusCondition(si.Status.Conditions, ConditionEndpointsHeld); held == nil || held.Status != metav1.ConditionFalse {
+		t.Fatalf("EndpointsHeld after the refill: %+v", held)
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 )
 
 // remove deletes what this controller imported for a Service that no longer has an import,
-// after DeletionDelay.
-func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+// after DeletionDelay, and not before refill has passed (held as after a registry restart).
+func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName, refill time.Duration) (reconcile.Result, error) {
 	si := &mcsv1beta1.ServiceImport{}
 	siErr := r.Client.Get(ctx, key, si)
 	if siErr != nil && !apierrors.IsNotFound(siErr) {
@@ -36,7 +36,12 @@ func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) (reco
 	ownsDerived := dErr == nil && derived.Labels[names.ManagedByLabel] == names.ManagedBy
 	if !ownsImport && !ownsDerived && len(slices.Items) == 0 {
 		r.setHeld("unmanaged", key, false)
+		r.setHeld("registry_restart", key, false)
 		return reconcile.Result{}, nil
+	}
+	r.setHeld("registry_restart", key, refill > 0)
+	if refill > 0 {
+		return reconcile.Result{RequeueAfter: refill}, nil
 	}
 	if r.DeletionDelay > 0 {
 		r.mu.Lock()

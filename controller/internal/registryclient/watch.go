@@ -54,6 +54,12 @@ type ImportWatch struct {
 	// lost is when the stream last ended, zero while one delivers: a hold counts from
 	// there, since the clusters' renewals stopped reaching the old epoch then at the latest.
 	lost time.Time
+	// startedEmpty is the started_empty of the snapshot being received.
+	startedEmpty time.Time
+	// refillUntil: the first snapshot came from a registry that started empty less than
+	// RefillHold before, and this watch has nothing of the earlier epoch to hold; until
+	// then the importer keeps what the cluster holds of clusters missing from the imports.
+	refillUntil time.Time
 }
 
 // snapshotPageSize bounds a snapshot message: 256 imports of 100 clusters × 10 endpoints
@@ -93,6 +99,18 @@ func (w *ImportWatch) Keys() []types.NamespacedName {
 		}
 	}
 	return out
+}
+
+// RefillUntil is when the importer may delete what the cluster holds of clusters missing
+// from the imports; zero: at once. It is set when this watch's first snapshot comes from a
+// registry whose store started empty (a memory-store registry that restarted, maybe
+// together with this controller, as one release upgrades both) less than RefillHold
+// before: the clusters that registered with the registry before may not have sent their
+// exports again yet, and this process has nothing of the earlier epoch to hold.
+func (w *ImportWatch) RefillUntil() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refillUntil
 }
 
 // Synced reports whether a snapshot has been received from the current registry.
@@ -216,6 +234,12 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		w.view.KeyOf = keyOf
 	}
 	old, oldEpoch := w.view.Imports, w.view.Epoch
+	if resp.GetSnapshot() {
+		w.startedEmpty = time.Time{}
+		if t := resp.GetStartedEmpty(); t != nil {
+			w.startedEmpty = t.AsTime()
+		}
+	}
 	changed, done := w.view.Apply(resp)
 	if !done {
 		w.mu.Unlock()
@@ -230,6 +254,13 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		}
 		if w.RefillHold > 0 && newEpoch {
 			w.startHoldLocked(old, oldEpoch, resp.GetEpoch())
+		}
+		if w.RefillHold > 0 && oldEpoch == "" && !w.startedEmpty.IsZero() {
+			if until := w.startedEmpty.Add(w.RefillHold); time.Until(until) > 0 {
+				w.refillUntil = until
+				w.log().Info("the registry started empty shortly before this controller; keeping what this cluster imported of clusters missing from its imports until they send their exports again",
+					"registry_started", w.startedEmpty, "at_most_until", until)
+			}
 		}
 		w.synced = true
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/types"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -115,6 +116,35 @@ func TestImportWatchTellsOfANewEpoch(t *testing.T) {
 			}
 			if calls != tc.want {
 				t.Fatalf("OnEpochChange ran %d times, want %d", calls, tc.want)
+			}
+		})
+	}
+}
+
+// TestImportWatchRefillUntil: a first snapshot from a registry that started empty less than
+// a hold before sets RefillUntil to that start plus the hold; an older start, a registry
+// that keeps its records, or a watch that had an earlier epoch (it holds that instead) do not.
+func TestImportWatchRefillUntil(t *testing.T) {
+	now := time.Now()
+	started := func(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-ago)) }
+	for _, tc := range []struct {
+		name  string
+		resps []*registryv1.WatchImportsResponse
+		want  time.Time
+	}{
+		{"started empty 10 s ago", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true, StartedEmpty: started(10 * time.Second)}}, now.Add(50 * time.Second)},
+		{"in pages", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true, SnapshotContinues: true, StartedEmpty: started(10 * time.Second)}, {Epoch: "e1"}}, now.Add(50 * time.Second)},
+		{"started empty long ago", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true, StartedEmpty: started(2 * time.Minute)}}, time.Time{}},
+		{"keeps its records", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}}, time.Time{}},
+		{"after an earlier epoch", []*registryv1.WatchImportsResponse{{Epoch: "e1", Snapshot: true}, {Epoch: "e2", Snapshot: true, StartedEmpty: started(time.Second)}}, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &ImportWatch{RefillHold: time.Minute}
+			for _, r := range tc.resps {
+				w.apply(r)
+			}
+			if got := w.RefillUntil(); !got.Equal(tc.want) {
+				t.Fatalf("RefillUntil %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -76,7 +76,11 @@ func (p *process) buildStore(ctx context.Context) error {
 	if ds, ok := st.(*dynamostore.Store); ok {
 		leases = imports.LeaseOptions{Region: ds.Region(), Hold: p.cfg.ReplicationStallHold, Lag: ds.ReplicationLagBound}
 	}
-	p.cache = imports.New(imports.Options{Store: st, Logger: p.log, Observer: p.m.observer(), Leases: leases})
+	opts := imports.Options{Store: st, Logger: p.log, Observer: p.m.observer(), Leases: leases}
+	if p.cfg.Store == "memory" {
+		opts.StartedEmpty = time.Now()
+	}
+	p.cache = imports.New(opts)
 	p.reg.MustRegister(newInventory(p.cache))
 	go func() {
 		if err := p.cache.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -49,6 +51,11 @@ type Options struct {
 	// Leases says how leases renewed through other regions are judged; zero: by their
 	// expiry alone.
 	Leases LeaseOptions
+	// StartedEmpty is when a store that starts empty (the memory store) started; zero for a
+	// store that keeps its records. Snapshots carry it (started_empty): a controller that
+	// started after the registry then keeps what it imported of clusters that have not sent
+	// their exports again yet.
+	StartedEmpty time.Time
 }
 
 // LeaseOptions hold leases renewed through another region while replication from it lags
@@ -71,6 +78,8 @@ type Cache struct {
 	obs     Observer
 	epoch   string
 	leases  LeaseOptions
+	// startedEmpty is Options.StartedEmpty as the snapshots carry it; nil: not set.
+	startedEmpty *timestamppb.Timestamp
 
 	mu   sync.Mutex
 	sets map[string]*set
@@ -92,10 +101,14 @@ func New(opts Options) *Cache {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Cache{
+	c := &Cache{
 		store: opts.Store, now: opts.Now, history: opts.History, log: opts.Logger,
 		obs: opts.Observer, leases: opts.Leases, epoch: hex.EncodeToString(b[:]), sets: map[string]*set{},
 	}
+	if !opts.StartedEmpty.IsZero() {
+		c.startedEmpty = timestamppb.New(opts.StartedEmpty)
+	}
+	return c
 }
 
 // Run applies the store's change feed until ctx ends.

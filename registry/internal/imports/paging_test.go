@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
@@ -73,5 +74,37 @@ func TestSnapshotPagedByBytes(t *testing.T) {
 			}
 		}
 		w.Close()
+	}
+}
+
+// TestSnapshotStartedEmpty: a cache over a store that started empty puts the time on the
+// first page of every snapshot, not on later pages or deltas; one over a store that keeps
+// its records puts none.
+func TestSnapshotStartedEmpty(t *testing.T) {
+	f := newFixture(t, 0)
+	started := f.clk.Now().Add(-5 * time.Second)
+	f.cache.startedEmpty = timestamppb.New(started)
+	f.register("a", time.Minute)
+	f.put("a", "one", 80)
+	f.put("a", "two", 80)
+	w, err := f.cache.Watch(f.ctx, "prod", Filter{}, 1, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := f.next(w), f.next(w)
+	if !first.GetSnapshot() || !first.GetStartedEmpty().AsTime().Equal(started) || second.GetStartedEmpty() != nil {
+		t.Fatalf("pages: first %v %v, second %v", first.GetSnapshot(), first.GetStartedEmpty(), second.GetStartedEmpty())
+	}
+	f.put("a", "three", 80)
+	if d := f.next(w); d.GetSnapshot() || d.GetStartedEmpty() != nil {
+		t.Fatalf("delta: %v", d)
+	}
+	f.cache.startedEmpty = nil
+	w2, err := f.cache.Watch(f.ctx, "prod", Filter{}, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := f.next(w2); !m.GetSnapshot() || m.GetStartedEmpty() != nil {
+		t.Fatalf("a store that keeps its records: %v", m.GetStartedEmpty())
 	}
 }

@@ -202,8 +202,12 @@ func (w *Watcher) nextPageLocked() *Message {
 	page, rest := w.paging[:n], w.paging[n:]
 	k := messageKey{from: -1, to: w.pagingRev, filter: w.filter, pageSize: w.pageSize, page: w.pageNo}
 	msg := s.shared.getLocked(k, func() *registryv1.WatchImportsResponse {
-		return &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: w.pagingRev, Snapshot: w.pageNo == 0,
+		resp := &registryv1.WatchImportsResponse{Epoch: s.epoch, Revision: w.pagingRev, Snapshot: w.pageNo == 0,
 			Upserts: page, SnapshotContinues: len(rest) > 0}
+		if resp.Snapshot {
+			resp.StartedEmpty = s.cache.startedEmpty
+		}
+		return resp
 	})
 	w.pageNo++
 	w.paging = rest

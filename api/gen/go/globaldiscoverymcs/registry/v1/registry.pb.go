@@ -2908,8 +2908,15 @@ type WatchImportsResponse struct {
 	// without snapshot_continues arrives; a stream that ends before that resumes from the
 	// revision the receiver had before the snapshot began.
 	SnapshotContinues bool `protobuf:"varint,7,opt,name=snapshot_continues,json=snapshotContinues,proto3" json:"snapshot_continues,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set on the first page of a snapshot by a registry whose store was empty when it
+	// started (the memory store): when it started. Until the clusters registered with the
+	// registry before it have sent their exports again, its imports lack them; a watcher
+	// with nothing from the earlier epoch to hold (a controller that started after the
+	// registry did) keeps what it imported of clusters missing from the imports until its
+	// lease duration past this time.
+	StartedEmpty  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_empty,json=startedEmpty,proto3" json:"started_empty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchImportsResponse) Reset() {
@@ -2989,6 +2996,13 @@ func (x *WatchImportsResponse) GetSnapshotContinues() bool {
 		return x.SnapshotContinues
 	}
 	return false
+}
+
+func (x *WatchImportsResponse) GetStartedEmpty() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedEmpty
+	}
+	return nil
 }
 
 // ImportDelta is the change of one import since the previous response of a watch with
@@ -3378,7 +3392,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x0fresume_revision\x18\x04 \x01(\x03R\x0eresumeRevision\x12!\n" +
 	"\fresume_epoch\x18\x05 \x01(\tR\vresumeEpoch\x12%\n" +
 	"\x0ecluster_deltas\x18\x06 \x01(\bR\rclusterDeltas\x12,\n" +
-	"\x12snapshot_page_size\x18\a \x01(\x05R\x10snapshotPageSize\"\xe7\x02\n" +
+	"\x12snapshot_page_size\x18\a \x01(\x05R\x10snapshotPageSize\"\xa8\x03\n" +
 	"\x14WatchImportsResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1a\n" +
@@ -3386,7 +3400,8 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\aupserts\x18\x04 \x03(\v2-.globaldiscoverymcs.registry.v1.ServiceImportR\aupserts\x12D\n" +
 	"\adeletes\x18\x05 \x03(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\adeletes\x12C\n" +
 	"\x06deltas\x18\x06 \x03(\v2+.globaldiscoverymcs.registry.v1.ImportDeltaR\x06deltas\x12-\n" +
-	"\x12snapshot_continues\x18\a \x01(\bR\x11snapshotContinues\"\x94\x02\n" +
+	"\x12snapshot_continues\x18\a \x01(\bR\x11snapshotContinues\x12?\n" +
+	"\rstarted_empty\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fstartedEmpty\"\x94\x02\n" +
 	"\vImportDelta\x12D\n" +
 	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12D\n" +
 	"\x06header\x18\x02 \x01(\v2,.globaldiscoverymcs.registry.v1.ImportHeaderR\x06header\x12I\n" +
@@ -3567,36 +3582,37 @@ var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	38, // 62: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
 	17, // 63: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
 	43, // 64: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
-	17, // 65: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	44, // 66: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
-	37, // 67: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	36, // 68: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	3,  // 69: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	6,  // 70: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 71: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 72: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	13, // 73: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	25, // 74: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	27, // 75: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	30, // 76: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	33, // 77: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	39, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	41, // 79: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 80: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 81: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 82: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	14, // 83: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	26, // 84: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	28, // 85: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	32, // 86: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	34, // 87: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	40, // 88: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	42, // 89: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	80, // [80:90] is the sub-list for method output_type
-	70, // [70:80] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	50, // 65: globaldiscoverymcs.registry.v1.WatchImportsResponse.started_empty:type_name -> google.protobuf.Timestamp
+	17, // 66: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	44, // 67: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
+	37, // 68: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	36, // 69: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	3,  // 70: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	6,  // 71: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	8,  // 72: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	10, // 73: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	13, // 74: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	25, // 75: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	27, // 76: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	30, // 77: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	33, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	39, // 79: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	41, // 80: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	7,  // 81: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	9,  // 82: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	11, // 83: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	14, // 84: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	26, // 85: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	28, // 86: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	32, // 87: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	34, // 88: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	40, // 89: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	42, // 90: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	81, // [81:91] is the sub-list for method output_type
+	71, // [71:81] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }

@@ -514,13 +514,14 @@ class WatchImportsRequest(_message.Message):
     def __init__(self, clusterset: _Optional[str] = ..., namespace: _Optional[str] = ..., include_endpoints: bool = ..., resume_revision: _Optional[int] = ..., resume_epoch: _Optional[str] = ..., cluster_deltas: bool = ..., snapshot_page_size: _Optional[int] = ...) -> None: ...
 
 class WatchImportsResponse(_message.Message):
-    __slots__ = ["deletes", "deltas", "epoch", "revision", "snapshot", "snapshot_continues", "upserts"]
+    __slots__ = ["deletes", "deltas", "epoch", "revision", "snapshot", "snapshot_continues", "started_empty", "upserts"]
     DELETES_FIELD_NUMBER: _ClassVar[int]
     DELTAS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_CONTINUES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_EMPTY_FIELD_NUMBER: _ClassVar[int]
     UPSERTS_FIELD_NUMBER: _ClassVar[int]
     deletes: _containers.RepeatedCompositeFieldContainer[ServiceKey]
     deltas: _containers.RepeatedCompositeFieldContainer[ImportDelta]
@@ -528,8 +529,9 @@ class WatchImportsResponse(_message.Message):
     revision: int
     snapshot: bool
     snapshot_continues: bool
+    started_empty: _timestamp_pb2.Timestamp
     upserts: _containers.RepeatedCompositeFieldContainer[ServiceImport]
-    def __init__(self, epoch: _Optional[str] = ..., revision: _Optional[int] = ..., snapshot: bool = ..., upserts: _Optional[_Iterable[_Union[ServiceImport, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[ServiceKey, _Mapping]]] = ..., deltas: _Optional[_Iterable[_Union[ImportDelta, _Mapping]]] = ..., snapshot_continues: bool = ...) -> None: ...
+    def __init__(self, epoch: _Optional[str] = ..., revision: _Optional[int] = ..., snapshot: bool = ..., upserts: _Optional[_Iterable[_Union[ServiceImport, _Mapping]]] = ..., deletes: _Optional[_Iterable[_Union[ServiceKey, _Mapping]]] = ..., deltas: _Optional[_Iterable[_Union[ImportDelta, _Mapping]]] = ..., snapshot_continues: bool = ..., started_empty: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LeaseState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,353 @@
+package nodes
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// TestUpgradeOnNodes upgrades a clusterset under traffic, as docs/deploy.md ("Upgrade")
+// says: the chart and image of the earlier release (harness.EarlierRelease, its image
+// built by its own `make image`) installed on three clusters with real nodes, a Service
+// exported from two of them with real pods, and a client pod in the third sending requests
+// through the import's clusterset IP the whole time. The registry's release is upgraded to
+// the current chart and image, then each controller release, then one controller release is
+// rolled back. It runs on both transport paths of the manual: the memory store over
+// plaintext, and the DynamoDB store over TLS with client certificates.
+//
+// FIGUREs: the time each cluster was without the imported endpoints of each source (an
+// EndpointSlice watch; goal 0 s), the traffic client's failed requests (goal 0), the export
+// writes the controllers made to the registry (goal: at most one sync per cluster, for the
+// upgrade and for the rollback), and the reconcilers' errors (goal 0).
+func TestUpgradeOnNodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
+	}
+	start := time.Now()
+	rev := harness.EarlierRelease
+	from := earlierRelease{
+		rev:   rev,
+		image: harness.EarlierImage(t, rev),
+		chart: harness.EarlierChart(t, rev),
+		bin:   harness.EarlierBinaries(t, rev),
+	}
+	t.Logf("FIGURE the earlier release %s: image, chart and binaries ready in %s", rev, time.Since(start).Round(time.Second))
+	t.Run("MemoryPlaintext", func(t *testing.T) { upgradeUnderTraffic(t, from, false) })
+	t.Run("DynamoDBTLS", func(t *testing.T) { upgradeUnderTraffic(t, from, true) })
+}
+
+type earlierRelease struct {
+	rev   string
+	image harness.NodeImage
+	chart string
+	bin   string
+}
+
+// helmRelease is one release of the chart in one cluster, installed from values (the
+// image's tag is given at each install, upgrade and rollback).
+type helmRelease struct {
+	cluster *harness.Cluster
+	name    string
+	values  string
+	// deployments are what the release runs, waited on after each change.
+	deployments []string
+}
+
+func upgradeUnderTraffic(t *testing.T, from earlierRelease, secure bool) {
+	start := time.Now()
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	labels := map[string]map[string]string{
+		"use1-a": {"topology.kubernetes.io/region": "us-east-1"},
+		"usw2-a": {"topology.kubernetes.io/region": "us-west-2"},
+		"euw1-a": {"topology.kubernetes.io/region": "eu-west-1"},
+	}
+	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true})
+	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
+	for _, c := range clusters {
+		c.ImportImage(t, from.image)
+		kubectlOK(t, c, "create", "namespace", "mcs-system")
+	}
+	t.Logf("FIGURE three clusters with a Ready node each, the earlier image loaded: %s", time.Since(start).Round(time.Second))
+
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(root, "charts", "global-discovery-mcs")
+	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
+	dir := t.TempDir()
+	writeValues := func(name, content string) string {
+		p := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("image: {repository: %s, pullPolicy: Never}\n", repo)+content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// The registry's cluster runs one release with the registry and its controller, as the
+	// manual says; the other clusters one controller release each.
+	var registryValues, controllerValues, scheme string
+	var rest *http.Client
+	if !secure {
+		scheme, rest = "http", &http.Client{Timeout: 5 * time.Second}
+		registryValues = `registry:
+  enabled: true
+  grpcService: {enabled: true, type: NodePort}
+controller: {enabled: true, registryAllowInsecureHttp: true, clustersetId: prod, clusterId: use1-a}
+`
+		controllerValues = `registry: {enabled: false}
+controller: {enabled: true, registryUrls: ["%s"], registryAllowInsecureHttp: true, clustersetId: prod, clusterId: %s}
+`
+	} else {
+		scheme = "https"
+		// The table as a user of the earlier release made it, with its mcs-admin.
+		ddb := harness.StartDynamoDBOn(t, harness.HostIP)
+		table := harness.TableName(t)
+		admin := exec.Command(filepath.Join(from.bin, "mcs-admin"), "create-table", "--table="+table, "--region="+ddb.Region, "--endpoint-url="+ddb.Endpoint)
+		admin.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+harness.DynamoDBAccessKey, "AWS_SECRET_ACCESS_KEY="+harness.DynamoDBSecretKey)
+		if out, err := admin.CombinedOutput(); err != nil {
+			t.Fatalf("mcs-admin create-table (%s): %v\n%s", from.rev, err, out)
+		}
+		const trustDomain = "mcs.test"
+		serverCA, clientCA := harness.NewCA(t, "registry-ca"), harness.NewCA(t, "client-ca")
+		regCert, regKey := serverCA.IssueServer(t, "registry", []string{"mcs-registry.mcs-system.svc"}, []net.IP{net.ParseIP(use1.Nodes[0].IP)})
+		for _, c := range clusters {
+			kubectlOK(t, c, "-n", "mcs-system", "create", "configmap", "mcs-registry-ca", "--from-file=ca.crt="+serverCA.CertFile)
+			cert, key := clientCA.IssueClient(t, "controller-"+c.Name, []string{"spiffe://" + trustDomain + "/clusterset/prod/cluster/" + c.Name}, time.Now().Add(24*time.Hour))
+			kubectlOK(t, c, "-n", "mcs-system", "create", "secret", "tls", "mcs-controller-tls", "--cert="+cert, "--key="+key)
+		}
+		kubectlOK(t, use1, "-n", "mcs-system", "create", "secret", "tls", "mcs-registry-tls", "--cert="+regCert, "--key="+regKey)
+		kubectlOK(t, use1, "-n", "mcs-system", "create", "configmap", "mcs-client-ca", "--from-file=ca.crt="+clientCA.CertFile)
+		registryValues = fmt.Sprintf(`registry:
+  enabled: true
+  store: dynamodb
+  dynamodb: {table: %s, region: %s}
+  tls: {secretName: mcs-registry-tls, clientCaConfigMapName: mcs-client-ca, trustDomain: %s}
+  grpcService: {enabled: true, type: NodePort}
+  extraArgs: ["--endpoint-url=%s"]
+  extraEnv:
+  - {name: AWS_ACCESS_KEY_ID, value: %s}
+  - {name: AWS_SECRET_ACCESS_KEY, value: %s}
+controller:
+  enabled: true
+  clustersetId: prod
+  clusterId: use1-a
+  registryTlsCa: {configMapName: mcs-registry-ca}
+  registryTlsClientCert: {secretName: mcs-controller-tls}
+`, table, ddb.Region, trustDomain, ddb.Endpoint, harness.DynamoDBAccessKey, harness.DynamoDBSecretKey)
+		controllerValues = `registry: {enabled: false}
+controller:
+  enabled: true
+  registryUrls: ["%s"]
+  registryTlsCa: {configMapName: mcs-registry-ca}
+  registryTlsClientCert: {secretName: mcs-controller-tls}
+  clustersetId: prod
+  clusterId: %s
+`
+		adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://" + trustDomain + "/admin"}, time.Now().Add(24*time.Hour))
+		pair, err := tls.LoadX509KeyPair(adminCert, adminKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		caPEM, err := os.ReadFile(serverCA.CertFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots.AppendCertsFromPEM(caPEM)
+		rest = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: "mcs-registry.mcs-system.svc", MinVersion: tls.VersionTLS12}}}
+	}
+
+	// Install the earlier release.
+	registry := helmRelease{use1, "mcs-registry", writeValues("registry", registryValues), []string{"mcs-registry", "mcs-controller"}}
+	registry.install(t, from.chart, from.rev)
+	grpcSvc := &corev1.Service{}
+	if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpcSvc); err != nil {
+		t.Fatal(err)
+	}
+	registryURL := fmt.Sprintf("%s://%s:%d", scheme, use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
+	controllers := map[string]helmRelease{}
+	for _, c := range []*harness.Cluster{usw2, euw1} {
+		r := helmRelease{c, "mcs-controller", writeValues("controller-"+c.Name, fmt.Sprintf(controllerValues, registryURL, c.Name)), []string{"mcs-controller"}}
+		r.install(t, from.chart, from.rev)
+		controllers[c.Name] = r
+	}
+	for _, c := range clusters {
+		c.WaitDeploymentAvailable(t, "mcs-system", "mcs-controller")
+		wantImage(t, c, "mcs-controller", from.image.Ref)
+	}
+	use1.WaitDeploymentAvailable(t, "mcs-system", "mcs-registry")
+	wantImage(t, use1, "mcs-registry", from.image.Ref)
+	t.Logf("FIGURE the earlier release %s installed, registry and controllers Ready: %s", from.rev, time.Since(start).Round(time.Second))
+
+	// The workload and its traffic.
+	ip := exportAndReach(t, use1, usw2, euw1)
+	traffic := startTraffic(t, euw1, ip)
+	var monitors []*harness.EndpointsMonitor
+	for _, c := range clusters {
+		monitors = append(monitors, c.MonitorImportedEndpoints(t, "dynamo", "echo", "use1-a", "usw2-a"))
+	}
+	scrape := scrapeControllers(t, clusters)
+	before := scrape.counts()
+
+	// The whole import in the registry: both exporting clusters' exports (after a memory
+	// registry's restart, every cluster has sent its exports again).
+	whole := func(what string) {
+		t.Helper()
+		pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
+		harness.Eventually(t, what+": the registry holds use1-a's and usw2-a's exports", 2*time.Minute, func() string {
+			resp, err := rest.Get(scheme + "://127.0.0.1:" + pf + "/v1/clustersets/prod/imports")
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"use1-a"`) || !strings.Contains(string(body), `"usw2-a"`) {
+				return fmt.Sprintf("%s: %s", resp.Status, body)
+			}
+			return ""
+		})
+	}
+	step := func(what string, fn func()) {
+		t.Helper()
+		began := time.Now()
+		fn()
+		t.Logf("FIGURE %s: %s", what, time.Since(began).Round(100*time.Millisecond))
+	}
+
+	// The upgrade: the registry's release first, then each controller release.
+	step("helm upgrade of the registry's release (registry and use1-a's controller) to the current release", func() {
+		registry.upgrade(t, chart, tag)
+		wantImage(t, use1, "mcs-registry", harness.ProjectImage)
+		wantImage(t, use1, "mcs-controller", harness.ProjectImage)
+		whole("after the registry's upgrade")
+	})
+	for _, c := range []*harness.Cluster{usw2, euw1} {
+		step("helm upgrade of "+c.Name+"'s controller release", func() {
+			controllers[c.Name].upgrade(t, chart, tag)
+			wantImage(t, c, "mcs-controller", harness.ProjectImage)
+		})
+	}
+	settle()
+	upgraded := scrape.counts()
+
+	// A rollback of one controller release: the earlier controller against the current registry.
+	step("helm rollback of usw2-a's controller release", func() {
+		controllers["usw2-a"].rollback(t)
+		wantImage(t, usw2, "mcs-controller", from.image.Ref)
+	})
+	settle()
+	end := scrape.stop()
+
+	// The figures.
+	for i, m := range monitors {
+		m.Stop()
+		if err := m.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range []string{"use1-a", "usw2-a"} {
+			d := m.Outage()[src]
+			t.Logf("FIGURE time without imported endpoints from %s in %s through the upgrade and the rollback: %s", src, clusters[i].Name, d.Round(time.Millisecond))
+			if d > 0 {
+				t.Errorf("%s had no endpoints from %s for %s during the upgrade", clusters[i].Name, src, d)
+			}
+		}
+	}
+	ok, failed := traffic.results(t)
+	t.Logf("FIGURE requests from euw1-a's client pod through the clusterset IP %s during the upgrade and the rollback: %d answered, %d failed", ip, ok, len(failed))
+	if ok == 0 || len(failed) > 0 {
+		t.Errorf("requests through %s: %d answered, failed: %v", ip, ok, failed)
+	}
+	for _, c := range clusters {
+		up, back := upgraded.since(before, c.Name), end.since(upgraded, c.Name)
+		t.Logf("FIGURE export writes to the registry by %s's controller: upgrade %s; rollback %s", c.Name, up, back)
+		if up.syncs > 1 || up.puts+up.deletes > 0 || back.syncs > 1 || back.puts+back.deletes > 0 {
+			t.Errorf("%s's controller wrote more than one sync to the registry: upgrade %s, rollback %s", c.Name, up, back)
+		}
+	}
+	// The rolled-back controller still exports: usw2-a's endpoints follow a scale-down.
+	kubectlOK(t, usw2, "-n", "dynamo", "scale", "deployment/echo", "--replicas=1")
+	harness.Eventually(t, "usw2-a's scale-down reaches euw1-a through the rolled-back controller", time.Minute, func() string {
+		if n := readyEndpoints(t, euw1, "echo", "usw2-a"); n != 1 {
+			return fmt.Sprintf("%d ready endpoints from usw2-a", n)
+		}
+		return ""
+	})
+	errs := end.since(before, "")
+	t.Logf("FIGURE reconciler errors of the controllers through the upgrade and the rollback: %d (%d scrapes of every controller pod's /metrics)", int(errs.errors), scrape.rounds())
+	if errs.errors > 0 {
+		t.Errorf("the controllers' reconcilers failed %d times during the upgrade: %s", int(errs.errors), end.errorsBy())
+	}
+}
+
+func (r helmRelease) install(t *testing.T, chart, tag string) {
+	t.Helper()
+	r.cluster.Helm(t, "install", r.name, chart, "--namespace", "mcs-system", "--values", r.values, "--set", "image.tag="+tag)
+	for _, d := range r.deployments {
+		r.cluster.WaitDeploymentAvailable(t, "mcs-system", d)
+	}
+}
+
+// upgrade runs `helm upgrade` with the same values and another chart and tag, and waits
+// until every Deployment of the release has rolled out.
+func (r helmRelease) upgrade(t *testing.T, chart, tag string) {
+	t.Helper()
+	r.cluster.Helm(t, "upgrade", r.name, chart, "--namespace", "mcs-system", "--values", r.values, "--set", "image.tag="+tag)
+	r.rolledOut(t)
+}
+
+// rollback returns the release to its first revision.
+func (r helmRelease) rollback(t *testing.T) {
+	t.Helper()
+	r.cluster.Helm(t, "rollback", r.name, "1", "--namespace", "mcs-system")
+	r.rolledOut(t)
+}
+
+func (r helmRelease) rolledOut(t *testing.T) {
+	t.Helper()
+	for _, d := range r.deployments {
+		if out, err := r.cluster.Kubectl("-n", "mcs-system", "rollout", "status", "deployment/"+d, "--timeout=3m"); err != nil {
+			t.Fatalf("rollout of %s in %s: %v\n%s", d, r.cluster.Name, err, out)
+		}
+	}
+}
+
+// wantImage checks that every pod of the Deployment runs image, and no other pod is left.
+func wantImage(t *testing.T, c *harness.Cluster, deployment, image string) {
+	t.Helper()
+	harness.Eventually(t, fmt.Sprintf("%s's %s pods run %s", c.Name, deployment, image), 2*time.Minute, func() string {
+		var pods corev1.PodList
+		if err := c.Client.List(context.Background(), &pods, client.InNamespace("mcs-system"), client.MatchingLabels{"app.kubernetes.io/name": deployment}); err != nil {
+			return err.Error()
+		}
+		var other []string
+		for _, p := range pods.Items {
+			if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image {
+				other = append(other, p.Name+" "+p.Spec.Containers[0].Image)
+			}
+		}
+		if len(pods.Items) == 0 || len(other) > 0 {
+			return fmt.Sprintf("%d pods; other images: %v", len(pods.Items), other)
+		}
+		return ""
+	})
+}
+
+// settle lets a change finish: each lease renews (every 10 s) and the imports settle.
+func settle() { time.Sleep(12 * time.Second) }
