@@ -202,9 +202,21 @@ func TestEndToEnd(t *testing.T) {
 				held = append(held, l)
 			}
 		}
+		// The controller's own account of the import, kept short: CI prints only the head
+		// of each process's output.
+		exited, exitErr := euw1.Controller.Exited()
+		var events []string
+		for _, l := range strings.Split(euw1.Controller.Output(), "\n") {
+			for _, w := range []string{"import removed", "watch ended", "epoch", "hold", "leader", "lease", "ERROR", "error", "resync", "registered"} {
+				if strings.Contains(l, w) {
+					events = append(events, l)
+					break
+				}
+			}
+		}
 		time.Sleep(time.Second)
-		t.Fatalf("the oldest export's port does not win: %+v %v\nregistry imports: %s\neuw1-a: %s\neuw1-a a second later: %s",
-			si.Spec.Ports, err, regImports, strings.Join(held, "; "), imported(euw1.Cluster, "dynamo"))
+		t.Fatalf("the oldest export's port does not win: %+v %v\nregistry imports: %s\neuw1-a: %s\neuw1-a a second later: %s\neuw1-a's controller exited=%v %v; its log on imports, watches and leases:\n%s",
+			si.Spec.Ports, err, regImports, strings.Join(held, "; "), imported(euw1.Cluster, "dynamo"), exited, exitErr, strings.Join(events, "\n"))
 	}
 	if err := euw1.Client.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "dynamo", Name: "my-dgd-pool-relay"}}); err != nil {
 		t.Fatal(err)
