@@ -256,7 +256,13 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 			w.startHoldLocked(old, oldEpoch, resp.GetEpoch())
 		}
 		if w.RefillHold > 0 && oldEpoch == "" && !w.startedEmpty.IsZero() {
-			if until := w.startedEmpty.Add(w.RefillHold); time.Until(until) > 0 {
+			// At most one hold from now, whatever the registry's clock says: a start time
+			// in the future must not keep imports that are gone for longer than that.
+			until := w.startedEmpty.Add(w.RefillHold)
+			if limit := time.Now().Add(w.RefillHold); until.After(limit) {
+				until = limit
+			}
+			if time.Until(until) > 0 {
 				w.refillUntil = until
 				w.log().Info("the registry started empty shortly before this controller; keeping what this cluster imported of clusters missing from its imports until they send their exports again",
 					"registry_started", w.startedEmpty, "at_most_until", until)
