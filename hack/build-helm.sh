@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds helm and helm-unittest from the Go module proxy into bin/; the versions are pinned by
 # tools/helm/go.mod and tools/helm-unittest/go.mod. The ldflags make helm tell charts it talks to Kubernetes v1.37 (without
-# them it says v1.20) and report its own version.
+# them it says v1.20) and report its own version. A build is kept once per machine
+# (hack/lib/toolcache.sh), so `make release` in a test copies it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/toolcache.sh
+. "$root/hack/lib/toolcache.sh"
 cd "$root/tools/helm"
 export GOWORK=off
 ldflags="-s -w \
@@ -13,13 +16,10 @@ ldflags="-s -w \
  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
-echo ">> building helm" >&2
-start=$(date +%s)
-go build -trimpath -ldflags "$ldflags" -o "$root/bin/helm" helm.sh/helm/v3/cmd/helm
-echo ">> helm built in $(( $(date +%s) - start ))s" >&2
+toolcache helm "go.mod go.sum" "$root/bin/helm" -- \
+  go build -trimpath -ldflags "$ldflags" -o "$root/bin/helm" helm.sh/helm/v3/cmd/helm
 
 # helm-unittest, from its own tools module: it pins another helm, which must not move ours.
-echo ">> building helm-unittest" >&2
-start=$(date +%s)
-(cd "$root/tools/helm-unittest" && go build -trimpath -ldflags "-s -w" -o "$root/bin/helm-unittest" github.com/helm-unittest/helm-unittest/cmd/helm-unittest)
-echo ">> helm-unittest built in $(( $(date +%s) - start ))s" >&2
+cd "$root/tools/helm-unittest"
+toolcache helm-unittest "go.mod go.sum" "$root/bin/helm-unittest" -- \
+  go build -trimpath -ldflags "-s -w" -o "$root/bin/helm-unittest" github.com/helm-unittest/helm-unittest/cmd/helm-unittest
