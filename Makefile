@@ -6,7 +6,8 @@
 #   make tidy       each released module tidy as it builds alone, at the workspace's versions
 #   make image      the image as an OCI tarball in dist/, with no Docker engine
 #   make release    binaries, chart package and image tarball for every platform in dist/
-#   make test       lint, generated-code check, unit and integration tests (what CI runs)
+#   make test       lint, generated-code check, unit and integration tests (what CI runs), then the
+#                   ten slowest tests
 #   make demo       a whole clusterset on this machine (3 clusters, registry, controllers, discovery); Ctrl-C stops it;
 #                   as root on real nodes with the chart installed (NODES= for host processes)
 #   make e2e        the end-to-end tests: that clusterset with fault figures, then the manual on real nodes
@@ -25,9 +26,9 @@ GO_TEST_FLAGS ?= -count=1
 # a package built with other settings is another build, so mixing them compiled every
 # dependency twice on a cold machine. The pinned tools keep their own settings.
 export GOFLAGS := -buildvcs=false -trimpath
-lint generate check-generate test-unit fuzz test-integration: export CGO_ENABLED := 0
+lint generate check-generate test-compile test-unit fuzz test-integration: export CGO_ENABLED := 0
 
-.PHONY: tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: test-all lane-test-tools lane-checks modules test-compile test-times tools-gotestsum tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -36,7 +37,7 @@ all: build
 # One tool at a time. Built side by side (make -j4, the Kubernetes commands in one go build)
 # they took 25 min on a cold 2-core machine: no faster than one after the other (27.7 min,
 # 3.5 of which the service discovery promtool no longer builds).
-tools: tools-npm tools-proto tools-k8s tools-coredns tools-helm tools-promtool tools-golangci-lint
+tools: tools-npm tools-proto tools-gotestsum tools-k8s tools-coredns tools-helm tools-promtool tools-golangci-lint
 
 tools-npm: node_modules/.installed
 node_modules/.installed: package.json package-lock.json api/gen/ts/package.json examples/ts/package.json
@@ -44,7 +45,12 @@ node_modules/.installed: package.json package-lock.json api/gen/ts/package.json 
 	@touch $@
 
 tools-proto:
-	cd tools/proto && CGO_ENABLED=0 GOWORK=off GOBIN=$(BIN) go install tool
+	bash hack/install-go-tools.sh tools/proto
+
+# gotestsum runs `make test`'s suites: go test's own output, and each suite's test2json
+# events in .cache/test for the timing summary (test/cmd/testtimes).
+tools-gotestsum:
+	bash hack/install-go-tools.sh tools/gotestsum
 
 tools-k8s:
 	bash hack/build-k8s.sh
@@ -60,7 +66,7 @@ tools-promtool:
 
 # golangci-lint, pinned by tools/golangci-lint/go.mod (its checks: .golangci.yml).
 tools-golangci-lint:
-	cd tools/golangci-lint && CGO_ENABLED=0 GOWORK=off GOBIN=$(BIN) go install -trimpath tool
+	bash hack/install-go-tools.sh tools/golangci-lint
 
 ## Generated code ----------------------------------------------------------------------
 
@@ -131,7 +137,44 @@ docker-push:
 
 ## Test --------------------------------------------------------------------------------
 
-test: tools build lint check-generate check-tidy test-unit test-integration
+# Each suite's test2json events go to .cache/test; whatever the result, `make test` ends with
+# the ten slowest tests and a count of every test by result (test/cmd/testtimes).
+TEST_JSON := $(ROOT)/.cache/test
+GOTESTSUM  = $(BIN)/gotestsum --format standard-quiet --jsonfile
+test:
+	@rm -rf $(TEST_JSON)
+	@status=0; $(MAKE) --no-print-directory test-all || status=$$?; \
+	  $(MAKE) --no-print-directory test-times; exit $$status
+
+# Two lanes side by side, then the test module: the tools only the test module runs (the
+# Kubernetes binaries, CoreDNS, helm, promtool: most of a cold run, one long compile of a
+# single package at a time for minutes) beside everything else, whose compiles fill the
+# other core. Each lane's output is printed whole when it ends (--output-sync).
+test-all:
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse lane-test-tools lane-checks
+	$(MAKE) --no-print-directory test-integration
+
+lane-test-tools:
+	$(MAKE) --no-print-directory -j1 tools-k8s tools-coredns tools-helm tools-promtool
+
+lane-checks:
+	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build lint check-generate check-tidy test-compile test-unit
+
+# Every module the workspace and the image build name (the Dockerfile's `go mod download`):
+# on a cold machine minutes of downloads, here beside the other lane's compiles instead of
+# inside a test.
+modules:
+	go mod download
+	cd tools/modproxy && GOWORK=off go mod download
+
+# The test module's packages and test binaries compiled ahead, so its run starts warm.
+test-compile:
+	@rm -rf $(ROOT)/.cache/test-bin
+	cd test && go test -c -o $(ROOT)/.cache/test-bin/ ./...
+	@rm -rf $(ROOT)/.cache/test-bin
+
+test-times:
+	@if ls $(TEST_JSON)/*.json >/dev/null 2>&1; then cd test && CGO_ENABLED=0 go run ./cmd/testtimes -top 10 $(TEST_JSON)/*.json; fi
 
 # Each released module tidy as it builds alone (GOWORK=off), at the versions the workspace
 # selects (hack/tidy-modules.sh). Add a dependency by importing it and running `make tidy`.
@@ -142,9 +185,10 @@ check-tidy: tidy
 	@if [ -n "$$(git status --porcelain -- '*go.mod' '*go.sum')" ]; then \
 	  echo "go.mod or go.sum is not what 'make tidy' writes; run it and commit:"; git status --porcelain -- '*go.mod' '*go.sum'; exit 1; fi
 
-test-unit:
-	@for m in internal api registry controller admin gds-client; do (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
-	cd tools/coredns && GOWORK=off go test $(GO_TEST_FLAGS) ./...
+test-unit: tools-gotestsum
+	@mkdir -p $(TEST_JSON)
+	@for m in internal api registry controller admin gds-client; do (cd $$m && $(GOTESTSUM) $(TEST_JSON)/unit-$$m.json -- $(GO_TEST_FLAGS) ./...); done
+	cd tools/coredns && GOWORK=off $(GOTESTSUM) $(TEST_JSON)/unit-coredns.json -- $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz
 
 # Fuzzing with a budget in executions, not seconds: Go 1.26's fuzz coordinator can report
@@ -159,9 +203,11 @@ fuzz:
 	cd controller && go test -run '^$$' -fuzz FuzzDesiredFromAccepted -fuzztime $(FUZZ_EXECS) ./internal/importer/
 	cd admin && go test -run '^$$' -fuzz FuzzDescribe -fuzztime $(FUZZ_EXECS) ./internal/cli/
 
-# Integration tests run the real binaries against real kube-apiservers and dynoxide.
-test-integration:
-	cd test && go test $(GO_TEST_FLAGS) -timeout 30m ./...
+# Integration tests run the real binaries against real kube-apiservers and dynoxide; with
+# -parallel 4 the tests that mostly wait overlap (test/integration/doc.go).
+test-integration: tools-gotestsum
+	@mkdir -p $(TEST_JSON)
+	cd test && $(GOTESTSUM) $(TEST_JSON)/integration.json -- $(GO_TEST_FLAGS) -parallel 4 -timeout 30m ./...
 
 # As root, with containerd and the CNI plugins installed (.ci/run installs them), `make demo`
 # gives every cluster a real node (containerd, kubelet, kube-proxy), installs the chart as
