@@ -52,6 +52,13 @@ func StartProcess(tb testing.TB, name, path string, args ...string) *Process {
 // startProcess is StartProcess with the output also written to log (a node's log files).
 func startProcess(tb testing.TB, name string, log io.Writer, path string, args ...string) *Process {
 	tb.Helper()
+	return startProcessEnv(tb, name, log, nil, path, args...)
+}
+
+// startProcessEnv is startProcess with env added to the test process's environment: what
+// one process needs, set without t.Setenv, which a parallel test may not call.
+func startProcessEnv(tb testing.TB, name string, log io.Writer, env []string, path string, args ...string) *Process {
+	tb.Helper()
 	p := &Process{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	var out io.Writer = p.out
@@ -60,7 +67,7 @@ func startProcess(tb testing.TB, name string, log io.Writer, path string, args .
 	}
 	p.cmd.Stdout = out
 	p.cmd.Stderr = out
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = append(os.Environ(), env...)
 	// Own process group: a stop reaches children too, and nothing outlives the test.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

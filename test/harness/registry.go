@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -37,7 +38,12 @@ func StartRegistryAt(tb testing.TB, grpcAddr string, extra ...string) *Registry 
 
 func (r *Registry) start(tb testing.TB) {
 	tb.Helper()
-	r.Process = StartProcess(tb, "mcs-registry", Binary(tb, "mcs-registry"), r.args...)
+	var env []string
+	if slices.Contains(r.args, "--store=dynamodb") {
+		// Every DynamoDB a test starts is dynoxide, which takes these static credentials.
+		env = []string{"AWS_ACCESS_KEY_ID=" + DynamoDBAccessKey, "AWS_SECRET_ACCESS_KEY=" + DynamoDBSecretKey}
+	}
+	r.Process = startProcessEnv(tb, "mcs-registry", nil, env, Binary(tb, "mcs-registry"), r.args...)
 	r.WaitHTTP(tb, "http://"+r.AdminAddr+"/readyz", 30*time.Second)
 }
 

@@ -14,11 +14,10 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-// dynamoRegistry starts the real registry on a DynamoDB table of d.
+// dynamoRegistry starts the real registry on a DynamoDB table of d (the harness gives it
+// dynoxide's credentials).
 func dynamoRegistry(t *testing.T, d *harness.DynamoDB, table string, extra ...string) *harness.Registry {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 	return harness.StartRegistry(t, append([]string{"--store=dynamodb", "--dynamodb-table=" + table, "--region=" + d.Region, "--endpoint-url=" + d.Endpoint}, extra...)...)
 }
 
