@@ -34,9 +34,8 @@ all: build
 
 ## Tools -------------------------------------------------------------------------------
 
-# One tool at a time. Built side by side (make -j4, the Kubernetes commands in one go build)
-# they took 25 min on a cold 2-core machine: no faster than one after the other (27.7 min,
-# 3.5 of which the service discovery promtool no longer builds).
+# Each tool is built once per machine and kept (hack/lib/toolcache.sh); `make test` builds
+# the ones only the test module runs beside its other work (test-all).
 tools: tools-npm tools-proto tools-gotestsum tools-k8s tools-coredns tools-helm tools-promtool tools-golangci-lint
 
 tools-npm: node_modules/.installed
@@ -147,18 +146,19 @@ test:
 	  $(MAKE) --no-print-directory test-times; exit $$status
 
 # Two lanes side by side, then the test module: the tools only the test module runs (the
-# Kubernetes binaries, CoreDNS, helm, promtool: most of a cold run, one long compile of a
-# single package at a time for minutes) beside everything else, whose compiles fill the
-# other core. Each lane's output is printed whole when it ends (--output-sync).
+# Kubernetes binaries, CoreDNS, helm, promtool; for minutes one package compiles alone)
+# and the test module's compile, beside everything else, whose compiles fill the other
+# core. Cold, the two lanes took about as long (docs/development.md, "Test time"). Each
+# lane's output is printed whole when it ends (--output-sync).
 test-all:
 	$(MAKE) --no-print-directory -j2 --output-sync=recurse lane-test-tools lane-checks
 	$(MAKE) --no-print-directory test-integration
 
 lane-test-tools:
-	$(MAKE) --no-print-directory -j1 tools-k8s tools-coredns tools-helm tools-promtool
+	$(MAKE) --no-print-directory -j1 tools-k8s tools-coredns tools-helm tools-promtool test-compile
 
 lane-checks:
-	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build lint check-generate check-tidy test-compile test-unit
+	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build lint check-generate check-tidy test-unit
 
 # Every module the workspace and the image build name (the Dockerfile's `go mod download`):
 # on a cold machine minutes of downloads, here beside the other lane's compiles instead of
@@ -204,10 +204,14 @@ fuzz:
 	cd admin && go test -run '^$$' -fuzz FuzzDescribe -fuzztime $(FUZZ_EXECS) ./internal/cli/
 
 # Integration tests run the real binaries against real kube-apiservers and dynoxide; with
-# -parallel 4 the tests that mostly wait overlap (test/integration/doc.go).
+# -parallel 4 the tests that mostly wait overlap (test/integration/doc.go). The longest
+# packages are named first, so go test starts them first and the short ones fill the
+# other slot: test/nodes and test/demo's node test take the machine's node network one
+# after the other, so the nodes package should not wait behind the others.
+TEST_PACKAGES := ./nodes/ ./integration/ ./release/ ./e2e/ ./...
 test-integration: tools-gotestsum
 	@mkdir -p $(TEST_JSON)
-	cd test && $(GOTESTSUM) $(TEST_JSON)/integration.json -- $(GO_TEST_FLAGS) -parallel 4 -timeout 30m ./...
+	cd test && $(GOTESTSUM) $(TEST_JSON)/test-module.json -- $(GO_TEST_FLAGS) -parallel 4 -timeout 30m $(TEST_PACKAGES)
 
 # As root, with containerd and the CNI plugins installed (.ci/run installs them), `make demo`
 # gives every cluster a real node (containerd, kubelet, kube-proxy), installs the chart as

@@ -8,7 +8,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/toolcache.sh
 . "$root/hack/lib/toolcache.sh"
 cd "$root/tools/helm"
-export GOWORK=off
+# Static, whatever the caller's environment: `make test` exports CGO_ENABLED=0 to its tests,
+# and a helm built with another setting is another build (`make release` in test/release
+# rebuilt helm and helm-unittest from source, 189 s cold, until this was pinned).
+export GOWORK=off CGO_ENABLED=0
 ldflags="-s -w \
  -X helm.sh/helm/v3/internal/version.version=v3.22.0 \
  -X helm.sh/helm/v3/internal/version.gitTreeState=clean \

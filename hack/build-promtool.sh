@@ -9,6 +9,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=lib/toolcache.sh
 . "$root/hack/lib/toolcache.sh"
 cd "$root/tools/promtool"
-export GOWORK=off
+export GOWORK=off CGO_ENABLED=0 # static, whatever the caller's environment (hack/build-helm.sh)
 toolcache promtool "go.mod go.sum" "$root/bin/promtool" -- \
   go build -tags remove_all_sd -trimpath -ldflags "-s -w" -o "$root/bin/promtool" github.com/prometheus/prometheus/cmd/promtool

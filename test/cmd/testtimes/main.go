@@ -112,7 +112,9 @@ func read(in io.Reader) (run, error) {
 		}
 		t := timing{Package: e.Package, Test: e.Test, Result: e.Action, Elapsed: time.Duration(e.Elapsed * float64(time.Second))}
 		if e.Test == "" {
-			r.pkgs = append(r.pkgs, t)
+			if e.Action != "skip" { // a package without tests
+				r.pkgs = append(r.pkgs, t)
+			}
 			continue
 		}
 		r.results[e.Action]++

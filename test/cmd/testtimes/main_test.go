@@ -19,6 +19,7 @@ func TestRead(t *testing.T) {
 # example.com/b
 b/b.go:1: syntax error
 {"Action":"fail","Package":"example.com/b","Elapsed":0}
+{"Action":"skip","Package":"example.com/c","Elapsed":0}
 `
 	r, err := read(strings.NewReader(in))
 	if err != nil {
