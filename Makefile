@@ -1,6 +1,6 @@
 # global-discovery-mcs — build, generate, lint and test.
 #
-#   make tools      pinned tools into bin/ and node_modules/ (cold: ~15 min for the Kubernetes binaries)
+#   make tools      pinned tools into bin/ and node_modules/, each kept once per machine (hack/lib/toolcache.sh)
 #   make generate   generated API code (Go, OpenAPI, TypeScript, Python) from api/proto
 #   make build      every binary into bin/, each in its module alone (GOWORK=off), as `go install` builds it
 #   make tidy       each released module tidy as it builds alone, at the workspace's versions
@@ -203,15 +203,14 @@ fuzz:
 	cd controller && go test -run '^$$' -fuzz FuzzDesiredFromAccepted -fuzztime $(FUZZ_EXECS) ./internal/importer/
 	cd admin && go test -run '^$$' -fuzz FuzzDescribe -fuzztime $(FUZZ_EXECS) ./internal/cli/
 
-# Integration tests run the real binaries against real kube-apiservers and dynoxide; with
-# -parallel 4 the tests that mostly wait overlap (test/integration/doc.go). The longest
-# packages are named first, so go test starts them first and the short ones fill the
+# Integration tests run the real binaries against real kube-apiservers and dynoxide. The
+# longest packages are named first, so go test starts them first and the short ones fill the
 # other slot: test/nodes and test/demo's node test take the machine's node network one
 # after the other, so the nodes package should not wait behind the others.
 TEST_PACKAGES := ./nodes/ ./integration/ ./release/ ./e2e/ ./...
 test-integration: tools-gotestsum
 	@mkdir -p $(TEST_JSON)
-	cd test && $(GOTESTSUM) $(TEST_JSON)/test-module.json -- $(GO_TEST_FLAGS) -parallel 4 -timeout 30m $(TEST_PACKAGES)
+	cd test && $(GOTESTSUM) $(TEST_JSON)/test-module.json -- $(GO_TEST_FLAGS) -timeout 30m $(TEST_PACKAGES)
 
 # As root, with containerd and the CNI plugins installed (.ci/run installs them), `make demo`
 # gives every cluster a real node (containerd, kubelet, kube-proxy), installs the chart as

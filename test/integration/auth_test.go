@@ -171,7 +171,6 @@ func TestAuthenticatedClusters(t *testing.T) {
 // TestControllerClientCertificateRotation: the controller presents its client certificate
 // and picks up a rotated one without a restart.
 func TestControllerClientCertificateRotation(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	serverCA, clientCA := harness.NewCA(t, "server"), harness.NewCA(t, "clients")

@@ -296,7 +296,6 @@ func waitEvent(t *testing.T, c *harness.Cluster, ns, name, reason, text string) 
 // ServiceExports report Conflict=True PortConflict, the oldest export wins, and when the
 // newer one is aligned the conflict clears on both — without any write from the first.
 func TestControllerConflict(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
@@ -432,7 +431,6 @@ func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {
 // after; ClusterLeaseExpired when heartbeats stop reaching the registry; and after a
 // memory-registry restart the controller registers again and sends every export at once.
 func TestControllerPendingLeaseExpiryAndRestart(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cl := memberCluster(t, ctx)
@@ -655,7 +653,6 @@ func TestControllerRestoresMissingExports(t *testing.T) {
 // Ready=False Failed with the registry's message and an ExportFailed Event; it is sent
 // again (every 30 s) and exported once the cluster is back under the limit.
 func TestControllerLimitRefusal(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory", "--max-exports-per-cluster=1")

@@ -89,7 +89,6 @@ func (d diagnosis) find(target, check string) (string, string, string) {
 // exit 1: a wrong CA, a conflict, a v1alpha1-only CRD, an expired lease, a missing
 // permission.
 func TestDiagnose(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ca := harness.NewCA(t, "registry")

@@ -23,7 +23,6 @@ import (
 // registered cluster, get the whole snapshot though it comes in pages, then a new export
 // and an endpoint change made after it started, each applied to what it holds.
 func TestExamples(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	root, err := harness.RepoRoot()

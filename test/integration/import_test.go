@@ -80,7 +80,6 @@ func waitImport(t *testing.T, c *harness.Cluster, ns, name, want string) {
 
 // TestImportPath: two clusters, two controllers, one registry.
 func TestImportPath(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
@@ -261,7 +260,6 @@ func TestImportLongNameAndHeadless(t *testing.T) {
 // TestImportSnapshotInPages: a controller that starts against more imports than one page
 // of the registry's snapshot (256) imports them all, not only the last page's.
 func TestImportSnapshotInPages(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")

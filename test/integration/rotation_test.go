@@ -21,7 +21,6 @@ import (
 // registry's new serving certificate and client-CA bundle, and the controller's new CA bundle
 // and client certificate), and a new export is Ready. No export write fails.
 func TestCertificateRotation(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	serverCA1, serverCA2 := harness.NewCA(t, "server-one"), harness.NewCA(t, "server-two")

@@ -83,7 +83,6 @@ func (rs *regionSet) outages(t *testing.T, monitors []*harness.EndpointsMonitor)
 // the lag 38 s. While the registry holds a cluster, its region's metric, ListClusters,
 // mcs-admin describe and the importing ServiceImport's ReplicationHeld condition say so.
 func TestReplicationStallCostsNoEndpoints(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rs := startRegionSet(t, ctx, []string{"use1-a", "usw2-a"}, []int{0, 1}, nil, nil)

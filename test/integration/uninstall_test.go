@@ -69,7 +69,6 @@ func managed(t *testing.T, c *harness.Cluster) string {
 // finalizers, the ServiceExports made from the export label and every imported object, and
 // a second run finds nothing to do.
 func TestUninstallCleanup(t *testing.T) {
-	t.Parallel() // waits more than it computes (doc.go)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
