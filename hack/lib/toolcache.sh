@@ -3,7 +3,7 @@
 # by a key over everything that decides its bytes: the Go version and platform, the tool's
 # go.mod and go.sum, the build script and the build's own arguments. Another clone, a test
 # that runs `make release`, or `make tools` again copies the kept files instead of linking
-# kube-apiserver anew (a warm Go build cache still relinks: about 20 s a binary).
+# kube-apiserver anew (a warm Go build cache still links every binary again).
 # The cache is never required: without it (or with MCS_CACHE=off) the tool builds.
 
 toolcache_dir=${MCS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/global-discovery-mcs}/tools
