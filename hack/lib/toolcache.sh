@@ -19,12 +19,15 @@ toolcache() {
   while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do outs+=("$1"); shift; done
   shift # --
   if [ "${MCS_CACHE:-}" = off ]; then "$@"; return; fi
+  # The command's words without the checkout's own paths: each OUT counts by its name only,
+  # or no other clone would ever find the build.
+  local words="$*" o
+  for o in "${outs[@]}"; do words=${words//"$o"/"$(basename "$o")"}; done
   local key
   # shellcheck disable=SC2086 # inputs is a list of paths without spaces
-  key=$({ go env GOVERSION GOOS GOARCH CGO_ENABLED; printf '%s\n' "$*"; cat $inputs "$toolcache_script"; } | sha256sum | cut -c1-20)
+  key=$({ go env GOVERSION GOOS GOARCH CGO_ENABLED; printf '%s\n' "$words"; cat $inputs "$toolcache_script"; } | sha256sum | cut -c1-20)
   local kept="$toolcache_dir/$name-$key"
   if [ -f "$kept/.complete" ]; then
-    local o
     for o in "${outs[@]}"; do
       mkdir -p "$(dirname "$o")"
       cp -p "$kept/$(basename "$o")" "$o.tmp" && mv -f "$o.tmp" "$o"

@@ -56,7 +56,7 @@ func startProcess(tb testing.TB, name string, log io.Writer, path string, args .
 }
 
 // startProcessEnv is startProcess with env added to the test process's environment: what
-// one process needs, set without t.Setenv, which a parallel test may not call.
+// one process needs, given to it alone rather than to the whole test process.
 func startProcessEnv(tb testing.TB, name string, log io.Writer, env []string, path string, args ...string) *Process {
 	tb.Helper()
 	p := &Process{Name: name, out: &syncBuffer{}, done: make(chan struct{})}

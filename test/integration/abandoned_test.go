@@ -112,8 +112,6 @@ func TestAbandonedWrites(t *testing.T) {
 		srv := &http.Server{Handler: proxy}
 		go func() { _ = srv.Serve(lis) }()
 		t.Cleanup(func() { srv.Close() })
-		t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
-		t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 		reg := harness.StartRegistry(t, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url=http://"+lis.Addr().String())
 		c := dial(t, reg.GRPCAddr)
 		ctx := context.Background()

@@ -29,8 +29,6 @@ func TestAdmin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := harness.StartDynamoDB(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 	table := harness.TableName(t)
 	admin := func(args ...string) (string, error) { return execAdmin(t, d, args...) }
 	out, err := admin("create-table", "--table="+table, "--region="+d.Region)

@@ -28,8 +28,6 @@ func startRegistryOn(t *testing.T, storeName string, extra ...string) *harness.R
 	}
 	d := harness.StartDynamoDB(t)
 	table := newTable(t, d)
-	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 	return harness.StartRegistry(t, append([]string{"--store=dynamodb", "--dynamodb-table=" + table, "--region=" + d.Region, "--endpoint-url=" + d.Endpoint}, extra...)...)
 }
 
@@ -241,8 +239,6 @@ func TestQuotaAcrossReplicas(t *testing.T) {
 	defer cancel()
 	d := harness.StartDynamoDB(t)
 	table := newTable(t, d)
-	t.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 	start := func() registryv1.RegistryServiceClient {
 		reg := harness.StartRegistry(t, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint, "--max-exports-per-cluster=20")
 		return dial(t, reg.GRPCAddr)
