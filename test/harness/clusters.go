@@ -85,7 +85,9 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // StartClusters starts the clusters in parallel and stops them when the test ends. Each has
-// its own etcd, its own service CIDR (10.<96+i>.0.0/16) and an admin kubeconfig file.
+// its own etcd, its own service CIDR (10.<96+i>.0.0/16) and an admin kubeconfig file. In a
+// package that keeps spare clusters (KeepSpareClusters), clusters without nodes were
+// started ahead, while the tests before ran.
 func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	tb.Helper()
 	assets := K8sAssets(tb)
@@ -107,8 +109,14 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	nodes := make([]*Node, len(opts.Names))
 	var wg sync.WaitGroup
 	for i, name := range opts.Names {
+		if !opts.Nodes {
+			if s := spareClusters.take(spareKey{i, !opts.SkipCRDs}); s != nil {
+				clusters[i], errs[i] = s.adopt(tb, name, opts.Dir)
+				continue
+			}
+		}
 		ports := clusterPorts{apiServer: FreePort(tb), etcd: FreePort(tb), etcdPeer: FreePort(tb)}
-		serviceCIDR := fmt.Sprintf("10.%d.0.0/16", 96+i)
+		serviceCIDR := serviceCIDR(i)
 		certDir := ""
 		if opts.Nodes {
 			nodes[i] = nodeFor(nodeNet.acquire(tb), name)
@@ -135,8 +143,10 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 		}
 	}
 	if opts.Nodes {
-		for i, c := range clusters {
-			c.startWithNode(tb, nodes[i])
+		startWithNodes(tb, clusters, nodes)
+	} else {
+		for i := range opts.Names {
+			spareClusters.refill(spareKey{i, !opts.SkipCRDs}, assets, crds)
 		}
 	}
 	return clusters

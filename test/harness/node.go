@@ -62,8 +62,11 @@ func (n *Node) cgroup() string { return "/" + n.Netns }
 // each other's logs. Removed with the node (and with NodesDir after a killed run).
 func (n *Node) podLogsDir() string { return filepath.Join(n.Dir, "pod-logs") }
 
-// startNode brings up the node of cluster c and waits until it is Ready.
-func (c *Cluster) startNode(tb testing.TB, n *Node) {
+// bootNode prepares the node of cluster c and starts its containerd; loadNode then loads
+// the images, and runNode starts kubelet and kube-proxy. Nothing here waits for the node
+// to be Ready (waitNodeReady does): StartClusters brings every node through each step
+// before it waits on any, so on 2 cores the nodes' start-ups overlap instead of adding up.
+func (c *Cluster) bootNode(tb testing.TB, n *Node) {
 	tb.Helper()
 	tb.Cleanup(n.stop)
 	for _, d := range []string{"", "cni", "kubelet", "containerd-root", "containerd-state", "ipam", "pod-logs"} {
@@ -90,19 +93,35 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 			tb.Fatalf("harness: node %s: %v", n.Name, err)
 		}
 	}
-
-	// containerd, then the images, then kubelet and kube-proxy.
 	n.start(tb, "containerd", "containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))
+}
+
+// loadNode waits for the node's containerd and loads images into it. It only returns
+// an error, so that StartClusters can load every node at once from other goroutines.
+func (n *Node) loadNode(images []NodeImage) error {
 	sock := filepath.Join(n.Dir, "containerd.sock")
-	Eventually(tb, "containerd of "+n.Name+" serves", 30*time.Second, func() string {
-		if err := run("ctr", "--address", sock, "version"); err != nil {
-			return err.Error()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := run("ctr", "--address", sock, "version")
+		if err == nil {
+			break
 		}
-		return ""
-	})
-	for _, img := range NodeImages(tb) {
-		n.importImage(tb, img)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("containerd of %s does not serve within 30 s: %w", n.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	for _, img := range images {
+		if err := n.loadImage(img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runNode starts the node's kubelet and kube-proxy.
+func (n *Node) runNode(tb testing.TB) {
+	tb.Helper()
 	kubelet := binary(tb, filepath.Join("bin", "k8s", "kubelet"), "tools")
 	n.start(tb, "kubelet", kubelet,
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
@@ -116,7 +135,11 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 	)
 	proxy := binary(tb, filepath.Join("bin", "k8s", "kube-proxy"), "tools")
 	n.start(tb, "kube-proxy", proxy, "--config="+filepath.Join(n.Dir, "kube-proxy.yaml"), "--v=1")
+}
 
+// waitNodeReady waits until the node of cluster c is Ready.
+func (c *Cluster) waitNodeReady(tb testing.TB, n *Node) {
+	tb.Helper()
 	Eventually(tb, "node "+n.Name+" Ready", 2*time.Minute, func() string {
 		node := &corev1.Node{}
 		if err := c.Client.Get(context.Background(), client.ObjectKey{Name: n.Name}, node); err != nil {
@@ -134,25 +157,27 @@ func (c *Cluster) startNode(tb testing.TB, n *Node) {
 	})
 }
 
-// labelsFlag is kubelet's --node-labels: the node's Labels, sorted.
-// importImage loads img into the node's containerd, where kubelet finds it (pods use
+// loadImage loads img into the node's containerd, where kubelet finds it (pods use
 // imagePullPolicy Never: no image registry is reachable).
-func (n *Node) importImage(tb testing.TB, img NodeImage) {
-	tb.Helper()
+func (n *Node) loadImage(img NodeImage) error {
 	repo := img.Ref[:strings.LastIndex(img.Ref, ":")]
 	if err := run("ctr", "--address", filepath.Join(n.Dir, "containerd.sock"), "-n", "k8s.io", "images", "import", "--base-name", repo, img.Tar); err != nil {
-		tb.Fatalf("harness: node %s: import %s: %v", n.Name, img.Ref, err)
+		return fmt.Errorf("node %s: import %s: %w", n.Name, img.Ref, err)
 	}
+	return nil
 }
 
 // ImportImage loads img into every node of the cluster, beside the images every node gets.
 func (c *Cluster) ImportImage(tb testing.TB, img NodeImage) {
 	tb.Helper()
 	for _, n := range c.Nodes {
-		n.importImage(tb, img)
+		if err := n.loadImage(img); err != nil {
+			tb.Fatalf("harness: %v", err)
+		}
 	}
 }
 
+// labelsFlag is kubelet's --node-labels: the node's Labels, sorted.
 func (n *Node) labelsFlag() string {
 	var kv []string
 	for k, v := range n.Labels {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,9 +70,58 @@ func (c *Cluster) nodeKubeconfig(tb testing.TB) string {
 	return strings.ReplaceAll(string(b), "https://127.0.0.1:"+strconv.Itoa(c.apiPort), "https://"+HostIP+":"+strconv.Itoa(c.apiPort))
 }
 
-// startWithNode makes c a cluster with one real node: the controllers of a real cluster,
-// kube-scheduler, the node, and CoreDNS.
-func (c *Cluster) startWithNode(tb testing.TB, n *Node) {
+// startWithNodes makes each cluster one with a real node (nodes[i] for clusters[i]): the
+// controllers of a real cluster, kube-scheduler, the node, and CoreDNS. Each step is
+// taken on every cluster before anything is waited on, and the nodes load their images
+// side by side: three clusters come up in about the time of one.
+func startWithNodes(tb testing.TB, clusters []*Cluster, nodes []*Node) {
+	tb.Helper()
+	images := NodeImages(tb)
+	for i, c := range clusters {
+		c.startNodeControllers(tb, nodes[i])
+		c.bootNode(tb, nodes[i])
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.loadNode(images)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			tb.Fatalf("harness: %v", err)
+		}
+	}
+	for _, n := range nodes {
+		n.runNode(tb)
+	}
+	for i, c := range clusters {
+		c.waitNodeReady(tb, nodes[i])
+		c.Nodes = append(c.Nodes, nodes[i])
+		c.Apply(tb, DecodeYAML(tb, "coredns", []byte(fmt.Sprintf(corednsManifest, CoreDNSImage, c.DNSIP)))...)
+	}
+	for i, c := range clusters {
+		n := nodes[i]
+		Eventually(tb, "CoreDNS of "+c.Name+" available", 2*time.Minute, func() string {
+			d := &appsv1.Deployment{}
+			if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, d); err != nil {
+				return err.Error()
+			}
+			if d.Status.AvailableReplicas < 1 {
+				return fmt.Sprintf("available %d of %d%s", d.Status.AvailableReplicas, d.Status.Replicas, n.logTail())
+			}
+			return ""
+		})
+	}
+}
+
+// startNodeControllers starts what a cluster with nodes runs beside its apiserver:
+// kube-controller-manager with the controllers of a real cluster, and kube-scheduler.
+func (c *Cluster) startNodeControllers(tb testing.TB, n *Node) {
 	tb.Helper()
 	c.PodCIDR = clusterPodCIDR(n.index)
 	c.DNSIP = firstIP(c.ServiceCIDR, 10)
@@ -95,19 +145,6 @@ func (c *Cluster) startWithNode(tb testing.TB, n *Node) {
 		"--leader-elect=false",
 		"--secure-port=0",
 	)
-	c.startNode(tb, n)
-	c.Nodes = append(c.Nodes, n)
-	c.Apply(tb, DecodeYAML(tb, "coredns", []byte(fmt.Sprintf(corednsManifest, CoreDNSImage, c.DNSIP)))...)
-	Eventually(tb, "CoreDNS of "+c.Name+" available", 2*time.Minute, func() string {
-		d := &appsv1.Deployment{}
-		if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, d); err != nil {
-			return err.Error()
-		}
-		if d.Status.AvailableReplicas < 1 {
-			return fmt.Sprintf("available %d of %d%s", d.Status.AvailableReplicas, d.Status.Replicas, n.logTail())
-		}
-		return ""
-	})
 }
 
 // nodeClusterControllers are the kube-controller-manager controllers of a cluster with

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -27,6 +28,15 @@ var ports struct {
 // FreePort returns a TCP port on 127.0.0.1, free now and reserved for this test process.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
+	port, err := freePort()
+	if err != nil {
+		tb.Fatalf("harness: %v", err)
+	}
+	return port
+}
+
+// freePort is FreePort for what runs outside a test (spare clusters).
+func freePort() (int, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
 	if !ports.ready {
@@ -35,11 +45,11 @@ func FreePort(tb testing.TB) int {
 		ports.ready = true
 	}
 	if ports.hi <= ports.lo {
-		return ephemeralPort(tb)
+		return ephemeralPort()
 	}
 	dir := filepath.Join(os.TempDir(), "global-discovery-mcs-test-ports")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
-		tb.Fatalf("harness: port locks: %v", err)
+		return 0, fmt.Errorf("port locks: %w", err)
 	}
 	for range 1000 {
 		port := ports.lo + rand.IntN(ports.hi-ports.lo)
@@ -61,10 +71,9 @@ func FreePort(tb testing.TB) int {
 		}
 		l.Close()
 		ports.held[port] = f
-		return port
+		return port, nil
 	}
-	tb.Fatalf("harness: no free port in [%d, %d)", ports.lo, ports.hi)
-	return 0
+	return 0, fmt.Errorf("no free port in [%d, %d)", ports.lo, ports.hi)
 }
 
 // PortRange is where FreePort takes ports: [10000, the start of the kernel's ephemeral
@@ -82,12 +91,11 @@ func PortRange() (lo, hi int) {
 }
 
 // ephemeralPort is the fallback when the ephemeral range leaves no room below it.
-func ephemeralPort(tb testing.TB) int {
-	tb.Helper()
+func ephemeralPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("harness: free port: %v", err)
+		return 0, fmt.Errorf("free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

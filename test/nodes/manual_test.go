@@ -27,19 +27,10 @@ import (
 // from a pod of the third through the ServiceImport's IP (the derived Service, kube-proxy),
 // and answers from both.
 func TestManualOnNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
-	}
 	start := time.Now()
-	ids := []string{"use1-a", "usw2-a", "euw1-a"}
-	regions := map[string]string{"use1-a": "us-east-1", "usw2-a": "us-west-2", "euw1-a": "eu-west-1"}
-	labels := map[string]map[string]string{}
-	for _, id := range ids {
-		labels[id] = map[string]string{"topology.kubernetes.io/region": regions[id]}
-	}
-	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true}) // the chart installs the CRDs
+	ids, regions := clustersetIDs, clustersetRegions
+	clusters := clusterset(t)
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
-	t.Logf("FIGURE three clusters with a Ready node each: %s", time.Since(start).Round(time.Second))
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

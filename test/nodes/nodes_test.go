@@ -6,7 +6,6 @@ package nodes
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,16 +19,13 @@ import (
 
 const ns = "nodes-test"
 
-// TestRealNodes starts two clusters with one real node each and proves, on real pods and
-// with the project's real image, what a user's deployment stands on.
+// TestRealNodes proves, on two clusters with one real node each (the package's shared
+// clusterset), on real pods and with the project's real image, what a user's deployment
+// stands on.
 func TestRealNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
-	}
 	start := time.Now()
-	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: []string{"node-a", "node-b"}, Nodes: true})
+	clusters := clusterset(t)
 	a, b := clusters[0], clusters[1]
-	t.Logf("FIGURE two clusters with a Ready node and CoreDNS each: %s", time.Since(start).Round(time.Second))
 
 	for _, c := range clusters {
 		c.Apply(t, harness.DecodeYAML(t, "namespace", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+ns+"\n"))...)

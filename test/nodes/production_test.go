@@ -28,19 +28,10 @@ import (
 // every cluster, https:// URLs, and each controller's own client certificate (its SPIFFE
 // cluster identity, docs/security.md), required by the registry.
 func TestManualProductionOnNodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
-	}
 	start := time.Now()
-	ids := []string{"use1-a", "usw2-a", "euw1-a"}
-	labels := map[string]map[string]string{
-		"use1-a": {"topology.kubernetes.io/region": "us-east-1"},
-		"usw2-a": {"topology.kubernetes.io/region": "us-west-2"},
-		"euw1-a": {"topology.kubernetes.io/region": "eu-west-1"},
-	}
-	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true})
+	ids := clustersetIDs
+	clusters := clusterset(t)
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
-	t.Logf("FIGURE three clusters with a Ready node each: %s", time.Since(start).Round(time.Second))
 
 	// The table, as the manual makes it.
 	ddb := harness.StartDynamoDBOn(t, harness.HostIP)
