@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
@@ -181,8 +182,14 @@ func waitReset(ctx context.Context, c *harness.Cluster) error {
 			return err
 		}
 		for _, ns := range nss.Items {
-			if !slices.Contains(systemNamespaces, ns.Name) {
-				left += " namespace/" + ns.Name
+			if slices.Contains(systemNamespaces, ns.Name) {
+				continue
+			}
+			left += " namespace/" + ns.Name
+			// Pods their controllers made again before the namespace controller deleted
+			// those: at once too, not after their grace period.
+			if err := c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns.Name), client.GracePeriodSeconds(0)); err != nil {
+				return fmt.Errorf("delete the pods of %s: %w", ns.Name, err)
 			}
 		}
 		crds := &unstructured.UnstructuredList{}
@@ -192,6 +199,9 @@ func waitReset(ctx context.Context, c *harness.Cluster) error {
 		}
 		for _, crd := range crds.Items {
 			left += " crd/" + crd.GetName()
+			if err := dropFinalizers(ctx, c, crd); err != nil {
+				return err
+			}
 		}
 		if left == "" {
 			break
@@ -201,6 +211,38 @@ func waitReset(ctx context.Context, c *harness.Cluster) error {
 			return fmt.Errorf("still there:%s", left)
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+	return nil
+}
+
+// dropFinalizers removes the finalizers of the custom resources of crd, which is being
+// deleted: the controller that would remove them went with its release (uninstalled
+// without its hooks), and a resource that keeps one holds its namespace and CRD forever.
+func dropFinalizers(ctx context.Context, c *harness.Cluster, crd unstructured.Unstructured) error {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		version, _ := v.(map[string]any)
+		if served, _ := version["served"].(bool); !served {
+			continue
+		}
+		name, _ := version["name"].(string)
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: name, Kind: kind + "List"})
+		if err := c.Client.List(ctx, list); err != nil {
+			return nil // the CRD went meanwhile, or is not served yet: the next round sees
+		}
+		for _, item := range list.Items {
+			if len(item.GetFinalizers()) == 0 {
+				continue
+			}
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+			if err := c.Client.Patch(ctx, &item, patch); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("drop the finalizers of %s %s/%s: %w", kind, item.GetNamespace(), item.GetName(), err)
+			}
+		}
+		return nil
 	}
 	return nil
 }
