@@ -77,22 +77,15 @@ func (rs *regionSet) outages(t *testing.T, monitors []*harness.EndpointsMonitor)
 }
 
 // TestReplicationStallCostsNoEndpoints: use1-a's controller uses region A's registry and
-// usw2-a's region B's, with the default hold (2 min) and the controllers' lease and renewal
-// at a fifth of their defaults (6 s and 2 s for 30 s and 10 s): the hold judges a lease by
-// its expiry plus the lag, so the faults scale with the lease, and the test takes a minute
-// instead of four. A stall of three leases (18 s; 90 s at the defaults), then three leases
-// of a lag longer than the lease less the renewal interval (5 s; 25 s at the defaults),
-// cost neither cluster a moment without the other's endpoints. Before the hold, a 90 s
-// stall cost 68 s each way and the 25 s lag 38 s at the defaults. While the registry
-// holds a cluster, its region's metric, ListClusters, mcs-admin describe and the importing
-// ServiceImport's ReplicationHeld condition say so.
+// usw2-a's region B's, with the defaults (lease 30 s, renewal every 10 s, hold 2 min). A
+// 90 s replication stall, then 90 s of a 25 s replication lag, cost neither cluster a
+// moment without the other's endpoints. Before the hold, the stall cost 68 s each way and
+// the lag 38 s. While the registry holds a cluster, its region's metric, ListClusters,
+// mcs-admin describe and the importing ServiceImport's ReplicationHeld condition say so.
 func TestReplicationStallCostsNoEndpoints(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const lease, renew = 6 * time.Second, 2 * time.Second
-	const stallFor, lagBy = 3 * lease, lease - renew + time.Second
-	rs := startRegionSet(t, ctx, []string{"use1-a", "usw2-a"}, []int{0, 1}, nil,
-		[]string{fmt.Sprintf("--lease-duration=%s", lease), fmt.Sprintf("--renew-interval=%s", renew)})
+	rs := startRegionSet(t, ctx, []string{"use1-a", "usw2-a"}, []int{0, 1}, nil, nil)
 	both := rs.relayImport(0, 1)
 	for _, c := range rs.cls {
 		waitImport(t, c, "dynamo", "relay", both)
@@ -103,15 +96,15 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 		rs.cls[1].MonitorImportedEndpoints(t, "dynamo", "relay", rs.ids[0]),
 	}
 
-	// The stall.
+	// A 90 s stall.
 	rs.repl.Pause()
 	stalled := time.Now()
-	// Past the lease of the last replicated renewal, each region holds the other's
+	// Past the lease (30 s) of the last replicated renewal, each region holds the other's
 	// cluster, and says so.
 	for i, c := range rs.cls {
 		other := 1 - i
 		want := "ReplicationHeld=True ReplicationLagging"
-		harness.Eventually(t, c.Name+": "+want, stallFor, func() string {
+		harness.Eventually(t, c.Name+": "+want, 80*time.Second, func() string {
 			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != want {
 				return got
 			}
@@ -137,9 +130,8 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 		t.Errorf("describe in region B during the stall: %v\n%s", err, out)
 	}
 	t.Logf("describe in region B %.0f s into the stall:\n%s", time.Since(stalled).Seconds(), out)
-	time.Sleep(stallFor - time.Since(stalled)) // longer if the checks took longer: still within the hold
+	time.Sleep(90*time.Second - time.Since(stalled))
 	rs.repl.Resume()
-	stalledFor := time.Since(stalled)
 	for _, c := range rs.cls {
 		harness.Eventually(t, c.Name+": ReplicationHeld=False", 30*time.Second, func() string {
 			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != "ReplicationHeld=False NoneHeld" {
@@ -149,22 +141,22 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 		})
 	}
 	stall := rs.outages(t, monitors)
-	t.Logf("FIGURE replication stalled for %.1f s (lease %s): use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s (held from %.1f s into the stall)",
-		stalledFor.Seconds(), lease, stall[0].Seconds(), stall[1].Seconds(), held.Seconds())
+	t.Logf("FIGURE 90 s replication stall: use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s (held from %.0f s into the stall; before the hold: 68.4 s and 68.9 s)",
+		stall[0].Seconds(), stall[1].Seconds(), held.Seconds())
 
-	// A lag longer than the lease less the renewal interval, for three leases.
-	rs.repl.SetDelay(lagBy)
-	time.Sleep(stallFor)
+	// 90 s of a 25 s lag: more than the lease minus the renewal interval.
+	rs.repl.SetDelay(25 * time.Second)
+	time.Sleep(90 * time.Second)
 	rs.repl.SetDelay(2 * time.Second)
-	// What was read during the lag still arrives that late.
-	time.Sleep(lagBy + time.Second)
+	// What was read in the last 25 s still arrives 25 s late.
+	time.Sleep(30 * time.Second)
 	for _, c := range rs.cls {
 		waitImport(t, c, "dynamo", "relay", both)
 	}
 	total := rs.outages(t, monitors)
 	lag := []time.Duration{total[0] - stall[0], total[1] - stall[1]}
-	t.Logf("FIGURE replication %s late for %s (lease %s, renewal %s): use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s",
-		lagBy, stallFor, lease, renew, lag[0].Seconds(), lag[1].Seconds())
+	t.Logf("FIGURE 90 s of a 25 s replication lag: use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s (before the hold: 38 s each)",
+		lag[0].Seconds(), lag[1].Seconds())
 	for i, d := range total {
 		if d > 0 {
 			t.Errorf("%s was without the other region's endpoints for %s (stall %s, lag %s); want 0 s", rs.ids[i], d.Round(time.Millisecond), stall[i].Round(time.Millisecond), lag[i].Round(time.Millisecond))
