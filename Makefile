@@ -28,7 +28,7 @@ GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false -trimpath
 lint generate check-generate test-compile test-unit fuzz test-integration: export CGO_ENABLED := 0
 
-.PHONY: test-all lane-test-tools lane-prep lane-checks modules test-compile test-times tools-gotestsum tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: test-all lane-test-tools lane-checks modules test-compile test-times tools-gotestsum tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -145,27 +145,20 @@ test:
 	@status=0; $(MAKE) --no-print-directory test-all || status=$$?; \
 	  $(MAKE) --no-print-directory test-times; exit $$status
 
-# Two lanes side by side, twice (docs/development.md, "Test time"). First the tools only the
-# test module runs (the Kubernetes binaries, CoreDNS, helm, promtool; for minutes one
-# package compiles alone) and the test module's compile, beside everything the test module
-# and the checks need first: npm, the protoc plugins, gotestsum, every module's download,
-# golangci-lint, the binaries, and the checks that rewrite files in the tree (generated
-# code, go.mod tidiness), which must not run beside tests reading those files. Then the
-# test module beside lint and the unit tests and fuzzing, which read the tree only: the
-# tests mostly wait (leases, pods), and the checks' compiles take the CPU they leave. Each
+# Two lanes side by side, then the test module: the tools only the test module runs (the
+# Kubernetes binaries, CoreDNS, helm, promtool; for minutes one package compiles alone)
+# and the test module's compile, beside everything else, whose compiles fill the other
+# core. Cold, the two lanes took about as long (docs/development.md, "Test time"). Each
 # lane's output is printed whole when it ends (--output-sync).
 test-all:
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse lane-test-tools lane-prep
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse test-integration lane-checks
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse lane-test-tools lane-checks
+	$(MAKE) --no-print-directory test-integration
 
 lane-test-tools:
 	$(MAKE) --no-print-directory -j1 tools-k8s tools-coredns tools-helm tools-promtool test-compile
 
-lane-prep:
-	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build check-generate check-tidy
-
 lane-checks:
-	$(MAKE) --no-print-directory -j1 lint test-unit
+	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build lint check-generate check-tidy test-unit
 
 # Every module the workspace and the image build name (the Dockerfile's `go mod download`):
 # on a cold machine minutes of downloads, here beside the other lane's compiles instead of
