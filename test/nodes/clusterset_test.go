@@ -28,8 +28,8 @@ import (
 // into clusters as they started, in namespaces it deletes again. A test gets them from
 // clusterset(t), which resets them when t ends: every Helm release uninstalled, every
 // namespace but the system ones deleted, every CRD deleted, CoreDNS restarted (its
-// clusterset.local plugin watched the CRDs that went). No test here needs clusters of its
-// own: none stops a cluster's control plane or node.
+// clusterset.local plugin watched the CRDs that went). TestUpgradeOnNodes alone starts
+// clusters of its own (it says why).
 var shared sharedClusterset
 
 func TestMain(m *testing.M) {
@@ -89,6 +89,17 @@ func clusterset(t *testing.T) []*harness.Cluster {
 		t.Logf("FIGURE the shared clusterset started (three clusters with a Ready node each): %s", time.Since(start).Round(time.Second))
 	}
 	return shared.clusters
+}
+
+// dropClusterset stops the shared clusters, for a test that needs clusters of its own; a
+// later test that asks starts new ones.
+func dropClusterset(t *testing.T) {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.scope.Close(t.Failed())
+	shared.scope = harness.Scope{}
+	shared.clusters = nil
 }
 
 // systemNamespaces are the namespaces a cluster starts with.

@@ -38,6 +38,12 @@ func TestUpgradeOnNodes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("real nodes need root (network namespaces, cgroups, containerd)")
 	}
+	// New clusters for each path, not the package's shared ones: on clusters reset after
+	// the other tests, beside the integration tests, the second path lost a request of its
+	// traffic pod (2 s timeout) in two runs and its controller wrote twice in a third; on
+	// new clusters it had not. Why is not known yet. The shared clusters stop first, so the
+	// machine runs one clusterset at a time.
+	dropClusterset(t)
 	start := time.Now()
 	rev := harness.EarlierRelease
 	from := earlierRelease{
@@ -70,7 +76,13 @@ type helmRelease struct {
 
 func upgradeUnderTraffic(t *testing.T, from earlierRelease, secure bool) {
 	start := time.Now()
-	clusters := clusterset(t)
+	ids := []string{"use1-a", "usw2-a", "euw1-a"}
+	labels := map[string]map[string]string{
+		"use1-a": {"topology.kubernetes.io/region": "us-east-1"},
+		"usw2-a": {"topology.kubernetes.io/region": "us-west-2"},
+		"euw1-a": {"topology.kubernetes.io/region": "eu-west-1"},
+	}
+	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true})
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
 	for _, c := range clusters {
 		c.ImportImage(t, from.image)
