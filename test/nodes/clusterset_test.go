@@ -70,9 +70,7 @@ func clusterset(t *testing.T) []*harness.Cluster {
 		took, err := resetClusters(helm, shared.clusters)
 		if err != nil {
 			t.Errorf("reset of the shared clusters after %s: %v; the next test starts new ones", t.Name(), err)
-			shared.scope.Close(true)
-			shared.scope = harness.Scope{}
-			shared.clusters = nil
+			shared.drop(true)
 			return
 		}
 		t.Logf("the shared clusters reset after %s: %s", t.Name(), took)
@@ -97,9 +95,14 @@ func dropClusterset(t *testing.T) {
 	t.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	shared.scope.Close(t.Failed())
-	shared.scope = harness.Scope{}
-	shared.clusters = nil
+	shared.drop(t.Failed())
+}
+
+// drop stops the shared clusters; the caller holds mu.
+func (s *sharedClusterset) drop(failed bool) {
+	s.scope.Close(failed)
+	s.scope = harness.Scope{}
+	s.clusters = nil
 }
 
 // systemNamespaces are the namespaces a cluster starts with.
@@ -266,8 +269,8 @@ func restartCoreDNS(ctx context.Context, c *harness.Cluster) error {
 	if err := c.Client.List(ctx, &before, client.InNamespace("kube-system"), dns); err != nil {
 		return err
 	}
-	if out, err := c.Kubectl("--namespace", "kube-system", "delete", "pods", "--selector=k8s-app=kube-dns", "--grace-period=0", "--force"); err != nil {
-		return fmt.Errorf("delete the CoreDNS pod: %w: %s", err, out)
+	if err := c.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("kube-system"), dns, client.GracePeriodSeconds(0)); err != nil {
+		return fmt.Errorf("delete the CoreDNS pod: %w", err)
 	}
 	for {
 		var pods corev1.PodList
