@@ -280,6 +280,7 @@ func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
 	if td := s.GetTrafficDistribution(); td != "" && (len(td) > 63 || !qualified.MatchString(td)) {
 		errs.add(field+".traffic_distribution", "%q must be a name of at most 63 characters", td)
 	}
+	locality(errs, field+".locality", s.GetLocality())
 	if n := len(s.GetExportedLabels()); n > MaxExportedLabels {
 		errs.add(field+".exported_labels", "%d labels, at most %d allowed", n, MaxExportedLabels)
 	} else {
@@ -302,6 +303,30 @@ func ExportSpec(errs *Errors, field string, s *registryv1.ExportSpec) {
 		if size > MaxAnnotationBytes {
 			errs.add(field+".exported_annotations", "%d bytes (keys and values), at most %d allowed: Kubernetes' 256 KiB less %d kept for the importing controller's own annotations", size, MaxAnnotationBytes, ReservedAnnotationBytes)
 		}
+	}
+}
+
+// MaxLocalityTiers bounds a locality policy: each tier at most once.
+const MaxLocalityTiers = 3
+
+// locality checks a locality policy: known tiers, each at most once.
+func locality(errs *Errors, field string, tiers []registryv1.LocalityTier) {
+	if len(tiers) > MaxLocalityTiers {
+		errs.add(field, "%d tiers, at most %d allowed", len(tiers), MaxLocalityTiers)
+		return
+	}
+	seen := map[registryv1.LocalityTier]bool{}
+	for i, t := range tiers {
+		switch t {
+		case registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION, registryv1.LocalityTier_LOCALITY_TIER_ANY:
+		default:
+			errs.add(fmt.Sprintf("%s[%d]", field, i), "%v must be LOCALITY_TIER_CLUSTER, LOCALITY_TIER_REGION or LOCALITY_TIER_ANY", t)
+			continue
+		}
+		if seen[t] {
+			errs.add(fmt.Sprintf("%s[%d]", field, i), "duplicate tier %v", t)
+		}
+		seen[t] = true
 	}
 }
 

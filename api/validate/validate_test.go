@@ -69,6 +69,24 @@ func TestExportSpec(t *testing.T) {
 			s.SessionAffinityConfig = &registryv1.SessionAffinityConfig{ClientIpTimeoutSeconds: 90000}
 		}, "client_ip_timeout_seconds: 90000 is out of range"},
 		{"bad family", func(s *registryv1.ExportSpec) { s.IpFamilies = []string{"IPv5"} }, "spec.ip_families[0]"},
+		{"locality cluster,region", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION}
+		}, ""},
+		{"locality of every tier", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_REGION, registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_ANY}
+		}, ""},
+		{"locality unspecified tier", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_UNSPECIFIED}
+		}, "spec.locality[0]: LOCALITY_TIER_UNSPECIFIED must be"},
+		{"locality unknown tier", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, 7}
+		}, "spec.locality[1]: 7 must be"},
+		{"locality duplicate tier", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_CLUSTER}
+		}, "spec.locality[1]: duplicate tier LOCALITY_TIER_CLUSTER"},
+		{"locality of 4 tiers", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{1, 2, 3, 1}
+		}, "spec.locality: 4 tiers, at most 3 allowed"},
 		{"bad policy", func(s *registryv1.ExportSpec) { s.InternalTrafficPolicy = "Nearby" }, "spec.internal_traffic_policy"},
 		{"bad label key", func(s *registryv1.ExportSpec) { s.ExportedLabels = map[string]string{"-x": "v"} }, `key "-x"`},
 		{"long label value", func(s *registryv1.ExportSpec) {

@@ -40,6 +40,12 @@ type Pool struct {
 	Key PoolKey `json:"key"`
 	// Service is the PoolRelay Service, <dgd_name><suffix>.
 	Service string `json:"service"`
+	// Region is the source cluster's region, when the importer names it (mcs mode).
+	Region string `json:"region,omitempty"`
+	// Tier is the nearest locality tier the source cluster is in, seen from the cluster the
+	// discovery runs in: "cluster" (that cluster itself), "region" (its region) or "any";
+	// empty when the importer does not say (Karmada). Prefer pools of the nearest tier.
+	Tier string `json:"tier,omitempty"`
 	// Endpoints of the PoolRelay Service in the source cluster, ready or not, by address.
 	Endpoints []Endpoint `json:"endpoints"`
 }

@@ -20,6 +20,11 @@ const (
 	LabelServiceName = "multicluster.kubernetes.io/service-name"
 	// LabelSourceCluster is the exporting cluster's id on imported slices (mcs mode).
 	LabelSourceCluster = "multicluster.kubernetes.io/source-cluster"
+	// LabelSourceRegion is the exporting cluster's region on imported slices (mcs mode).
+	LabelSourceRegion = "multicluster.dynamo.nvidia.com/source-region"
+	// LabelLocalityTier is the nearest locality tier of the exporting cluster, seen from
+	// the importing one: cluster, region or any (mcs mode).
+	LabelLocalityTier = "multicluster.dynamo.nvidia.com/locality-tier"
 	// KarmadaWorkNamespaceAnnotation holds karmada-es-<cluster> on Karmada's imported slices.
 	KarmadaWorkNamespaceAnnotation = "work.karmada.io/namespace"
 	karmadaExecutionPrefix         = "karmada-es-"
@@ -181,6 +186,15 @@ func Build(cfg Config, eps []*discoveryv1.EndpointSlice) Snapshot {
 		if p == nil {
 			p = &api.Pool{Key: key, Service: service, Endpoints: []api.Endpoint{}}
 			pools[key] = p
+		}
+		if cfg.Mode == ModeMCS {
+			// Every slice of a source cluster carries the same; a pool takes the first set.
+			if p.Region == "" {
+				p.Region = s.Labels[LabelSourceRegion]
+			}
+			if p.Tier == "" {
+				p.Tier = s.Labels[LabelLocalityTier]
+			}
 		}
 		sp := ports(s)
 		for _, e := range s.Endpoints {

@@ -27,6 +27,13 @@ func router(cluster string, eps ...st.Endpoint) *discoveryv1.EndpointSlice {
 	return st.MCS(cluster, "global-discovery", "global-router", "derived-xyz", "", routerPorts, eps...)
 }
 
+// located labels a slice as mcs-controller does with its source's region and tier.
+func located(s *discoveryv1.EndpointSlice, region, tier string) *discoveryv1.EndpointSlice {
+	s.Labels[discovery.LabelSourceRegion] = region
+	s.Labels[discovery.LabelLocalityTier] = tier
+	return s
+}
+
 func summary(s discovery.Snapshot) string {
 	var parts []string
 	for _, p := range s.Pools {
@@ -34,7 +41,11 @@ func summary(s discovery.Snapshot) string {
 		for _, e := range p.Endpoints {
 			addrs = append(addrs, fmt.Sprintf("%s:%v", e.Address, e.Ready))
 		}
-		parts = append(parts, fmt.Sprintf("pool %s/%s/%s %v", p.Key.ClusterID, p.Key.Namespace, p.Key.DGDName, addrs))
+		where := ""
+		if p.Region != "" || p.Tier != "" {
+			where = fmt.Sprintf(" region=%s tier=%s", p.Region, p.Tier)
+		}
+		parts = append(parts, fmt.Sprintf("pool %s/%s/%s %v%s", p.Key.ClusterID, p.Key.Namespace, p.Key.DGDName, addrs, where))
 	}
 	for _, r := range s.Routers {
 		parts = append(parts, "router "+r.ID+" "+r.URL)
@@ -95,6 +106,11 @@ func TestBuild(t *testing.T) {
 				return s
 			}(),
 		}, "pool euw1-a/dynamo/my-dgd [10.1.0.1:true]", 0},
+		{"each pool's region and tier, as the importer labels them", mcsCfg, []*discoveryv1.EndpointSlice{
+			located(relay("use1-a", "my-dgd", st.Endpoint{IP: "10.1.0.1"}), "us-east-1", "cluster"),
+			located(relay("use1-b", "my-dgd", st.Endpoint{IP: "10.4.0.1"}), "us-east-1", "region"),
+			located(relay("euw1-a", "my-dgd", st.Endpoint{IP: "10.3.0.1"}), "eu-west-1", "any"),
+		}, "pool euw1-a/dynamo/my-dgd [10.3.0.1:true] region=eu-west-1 tier=any; pool use1-a/dynamo/my-dgd [10.1.0.1:true] region=us-east-1 tier=cluster; pool use1-b/dynamo/my-dgd [10.4.0.1:true] region=us-east-1 tier=region", 0},
 		{"slices of other modes are ignored", mcsCfg, []*discoveryv1.EndpointSlice{
 			st.Karmada("use1-a", "dynamo", "my-dgd-pool-relay", "abc", relayPorts, st.Endpoint{IP: "10.1.0.1"}),
 		}, "", 0},

@@ -21,6 +21,9 @@ const DefaultClientIPTimeoutSeconds = 10800
 
 // Participant is a cluster whose exports take part in imports.
 type Participant struct {
+	// Region is the region the cluster registered with; the import names it for the
+	// importers' region tier.
+	Region string
 	// HeldRegion, when set, is the region whose lagging replication holds the cluster's
 	// expired lease (LEASE_STATE_HELD_REPLICATION); the import says so.
 	HeldRegion string
@@ -79,6 +82,9 @@ func Service(svc store.ServiceKey, exports []store.Export, participants map[stri
 		if !sameSet(s.GetIpFamilies(), winner.GetIpFamilies()) {
 			conflicts[registryv1.ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT] = true
 		}
+		if !slices.Equal(s.GetLocality(), winner.GetLocality()) {
+			conflicts[registryv1.ConflictReason_CONFLICT_REASON_LOCALITY_CONFLICT] = true
+		}
 	}
 	reasons := make([]registryv1.ConflictReason, 0, len(conflicts))
 	for r := range conflicts {
@@ -98,6 +104,7 @@ func Service(svc store.ServiceKey, exports []store.Export, participants map[stri
 			TrafficDistribution:   winner.GetTrafficDistribution(),
 			Labels:                maps.Clone(winner.GetExportedLabels()),
 			Annotations:           maps.Clone(winner.GetExportedAnnotations()),
+			Locality:              slices.Clone(winner.GetLocality()),
 		},
 		WinningClusterId: parts[0].ClusterID,
 		Conflicts:        reasons,
@@ -113,6 +120,7 @@ func Service(svc store.ServiceKey, exports []store.Export, participants map[stri
 			LeaseState:       held,
 			HeldRegion:       participants[e.ClusterID].HeldRegion,
 			ClusterId:        e.ClusterID,
+			Region:           participants[e.ClusterID].Region,
 			ExportCreateTime: timestamppb.New(e.CreateTime),
 			ExportUpdateTime: timestamppb.New(e.UpdateTime),
 			Conflicts:        slices.Clone(reasons),

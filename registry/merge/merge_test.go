@@ -33,6 +33,9 @@ const (
 	itpC      = registryv1.ConflictReason_CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT
 	tdC       = registryv1.ConflictReason_CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT
 	ipFamC    = registryv1.ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT
+	locC      = registryv1.ConflictReason_CONFLICT_REASON_LOCALITY_CONFLICT
+	tierC     = registryv1.LocalityTier_LOCALITY_TIER_CLUSTER
+	tierR     = registryv1.LocalityTier_LOCALITY_TIER_REGION
 	clusterIP = registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP
 	headless  = registryv1.ServiceType_SERVICE_TYPE_HEADLESS
 )
@@ -95,6 +98,10 @@ func TestConflicts(t *testing.T) {
 		{"explicit Cluster policy equals empty", func(s *registryv1.ExportSpec) { s.InternalTrafficPolicy = "Cluster" }, nil, "a"},
 		{"traffic distribution", func(s *registryv1.ExportSpec) { s.TrafficDistribution = "PreferClose" }, []R{tdC}, "a"},
 		{"ip families", func(s *registryv1.ExportSpec) { s.IpFamilies = []string{"IPv4", "IPv6"} }, []R{ipFamC}, "a"},
+		{"locality set by one export only", func(s *registryv1.ExportSpec) { s.Locality = []registryv1.LocalityTier{tierC} }, []R{locC}, "a"},
+		{"locality in another order", func(s *registryv1.ExportSpec) {
+			s.Locality = []registryv1.LocalityTier{tierR, tierC}
+		}, []R{locC}, "a"},
 		{"several at once, sorted", func(s *registryv1.ExportSpec) {
 			s.Type = headless
 			s.Ports[0].Port = 81
@@ -419,6 +426,43 @@ func TestUnionStaysAValidService(t *testing.T) {
 				if len(imp.GetSpec().GetPorts()) > 1 && p.GetName() == "" {
 					t.Errorf("unnamed port %s in a union of %d", PortString(p), len(got))
 				}
+			}
+		})
+	}
+}
+
+// The import carries the oldest export's locality policy and each cluster's registered
+// region: what an importer's tiers need.
+func TestLocalityAndRegions(t *testing.T) {
+	tests := []struct {
+		name      string
+		winner    []registryv1.LocalityTier
+		other     []registryv1.LocalityTier
+		want      []registryv1.LocalityTier
+		conflicts []R
+	}{
+		{"none set", nil, nil, nil, nil},
+		{"both cluster,region", []registryv1.LocalityTier{tierC, tierR}, []registryv1.LocalityTier{tierC, tierR}, []registryv1.LocalityTier{tierC, tierR}, nil},
+		{"the oldest wins a conflict", []registryv1.LocalityTier{tierR}, []registryv1.LocalityTier{tierC}, []registryv1.LocalityTier{tierR}, []R{locC}},
+		{"an oldest without a policy wins too", nil, []registryv1.LocalityTier{tierC}, nil, []R{locC}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := ex("a", time.Hour, func(s *registryv1.ExportSpec) { s.Locality = tc.winner })
+			b := ex("b", time.Minute, func(s *registryv1.ExportSpec) { s.Locality = tc.other })
+			imp := Service(svc, []store.Export{b, a}, map[string]Participant{"a": {Region: "us-east-1"}, "b": {Region: "eu-west-1", HeldRegion: "us-east-1"}})
+			if d := cmp.Diff(tc.want, imp.GetSpec().GetLocality(), cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("locality (-want +got):\n%s", d)
+			}
+			if d := conflictsDiff(tc.conflicts, imp.GetConflicts()); d != "" {
+				t.Fatalf("conflicts (-want +got):\n%s", d)
+			}
+			regions := map[string]string{}
+			for _, c := range imp.GetClusters() {
+				regions[c.GetClusterId()] = c.GetRegion()
+			}
+			if d := cmp.Diff(map[string]string{"a": "us-east-1", "b": "eu-west-1"}, regions); d != "" {
+				t.Fatalf("regions (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -88,10 +88,10 @@ func imported(c *harness.Cluster, ns string) string {
 
 const (
 	poolsJSON = `{"api_version":"gds.dynamo.nvidia.com/v1","pools":[` +
-		`{"key":{"cluster_id":"use1-a","namespace":"dynamo","dgd_name":"my-dgd"},"service":"my-dgd-pool-relay","endpoints":[` +
+		`{"key":{"cluster_id":"use1-a","namespace":"dynamo","dgd_name":"my-dgd"},"service":"my-dgd-pool-relay","region":"us-east-1","tier":"cluster","endpoints":[` +
 		`{"address":"10.244.1.10","ready":true,"target_pod":"my-dgd-pool-relay-0","zone":"us-east-1a","ports":[{"name":"http","protocol":"TCP","port":8080}]},` +
 		`{"address":"10.244.1.11","ready":true,"target_pod":"my-dgd-pool-relay-1","zone":"us-east-1a","ports":[{"name":"http","protocol":"TCP","port":8080}]}]},` +
-		`{"key":{"cluster_id":"usw2-a","namespace":"dynamo","dgd_name":"my-dgd"},"service":"my-dgd-pool-relay","endpoints":[` +
+		`{"key":{"cluster_id":"usw2-a","namespace":"dynamo","dgd_name":"my-dgd"},"service":"my-dgd-pool-relay","region":"us-west-2","tier":"any","endpoints":[` +
 		`{"address":"10.244.2.10","ready":true,"target_pod":"my-dgd-pool-relay-0","zone":"us-west-2a","ports":[{"name":"http","protocol":"TCP","port":8080}]}]}]}` + "\n"
 	routersJSON = `{"api_version":"gds.dynamo.nvidia.com/v1","routers":[` +
 		`{"id":"use1-a/global-router-0","cluster_id":"use1-a","replica":"global-router-0","address":"10.244.1.50","url":"http://10.244.1.50:8000"},` +
@@ -164,6 +164,12 @@ func TestEndToEnd(t *testing.T) {
 		return ""
 	})
 	t.Logf("FIGURE namespace hold: the import landed %s after the namespace was created", held.Round(10*time.Millisecond))
+	// The import as it landed, so that a later failure can tell a ServiceImport made again
+	// from one that stayed.
+	landed := &mcsv1beta1.ServiceImport{}
+	if err := euw1.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}, landed); err != nil {
+		t.Fatalf("euw1-a's held import landed, then: %v", err)
+	}
 
 	// Run the Global Discovery Service with MCS: /pools and /routers.
 	harness.Eventually(t, "/pools", 60*time.Second, func() string {
@@ -214,7 +220,17 @@ func TestEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		failedAt := time.Now()
 		time.Sleep(time.Second)
+		later := &mcsv1beta1.ServiceImport{}
+		laterErr := euw1.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "my-dgd-pool-relay"}, later)
+		var evs corev1.EventList
+		_ = euw1.Client.List(ctx, &evs, client.InNamespace("dynamo"))
+		for _, e := range evs.Items {
+			events = append(events, fmt.Sprintf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+		t.Logf("the ServiceImport as it landed: uid %s created %s; missing at %s; a second later: uid %s created %s (%v)",
+			landed.UID, landed.CreationTimestamp.Format(time.RFC3339Nano), failedAt.Format(time.RFC3339Nano), later.UID, later.CreationTimestamp.Format(time.RFC3339Nano), laterErr)
 		t.Fatalf("the oldest export's port does not win: %+v %v\nregistry imports: %s\neuw1-a: %s\neuw1-a a second later: %s\neuw1-a's controller exited=%v %v; its log on imports, watches and leases:\n%s",
 			si.Spec.Ports, err, regImports, strings.Join(held, "; "), imported(euw1.Cluster, "dynamo"), exited, exitErr, strings.Join(events, "\n"))
 	}

@@ -45,7 +45,8 @@ type sharedClusterset struct {
 }
 
 // clustersetIDs and clustersetRegions are the shared clusters and their regions (the
-// topology.kubernetes.io/region label of each cluster's node).
+// topology.kubernetes.io/region label of each cluster's node; its zone label is the region
+// and "a", as clouds label nodes, so kube-proxy follows the locality hints).
 var (
 	clustersetIDs     = []string{"use1-a", "usw2-a", "euw1-a"}
 	clustersetRegions = map[string]string{"use1-a": "us-east-1", "usw2-a": "us-west-2", "euw1-a": "eu-west-1"}
@@ -79,7 +80,7 @@ func clusterset(t *testing.T) []*harness.Cluster {
 		start := time.Now()
 		labels := map[string]map[string]string{}
 		for _, id := range clustersetIDs {
-			labels[id] = map[string]string{"topology.kubernetes.io/region": clustersetRegions[id]}
+			labels[id] = map[string]string{"topology.kubernetes.io/region": clustersetRegions[id], "topology.kubernetes.io/zone": clustersetRegions[id] + "a"}
 		}
 		shared.scope.Use(t, func(tb testing.TB) {
 			shared.clusters = harness.StartClusters(tb, harness.ClusterOptions{Names: clustersetIDs, Nodes: true, NodeLabels: labels, SkipCRDs: true})

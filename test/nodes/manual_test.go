@@ -31,36 +31,13 @@ func TestManualOnNodes(t *testing.T) {
 	ids, regions := clustersetIDs, clustersetRegions
 	clusters := clusterset(t)
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
+	// The registry's cluster: registry and controller in one release; the gRPC Service as a
+	// NodePort, which the other clusters' pods reach on the node's address.
+	installEvaluation(t, clusters, nil)
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := filepath.Join(root, "charts", "global-discovery-mcs")
-	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
-	image := []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
-
-	// The registry's cluster: registry and controller in one release; the gRPC Service as a
-	// NodePort, which the other clusters' pods reach on the node's address.
-	use1.Helm(t, append([]string{"install", "global-discovery-mcs", chart, "--namespace", "mcs-system", "--create-namespace",
-		"--set", "registry.enabled=true", "--set", "controller.enabled=true",
-		"--set", "controller.registryAllowInsecureHttp=true",
-		"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=use1-a",
-		"--set", "registry.grpcService.enabled=true", "--set", "registry.grpcService.type=NodePort"}, image...)...)
-	grpcSvc := &corev1.Service{}
-	if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpcSvc); err != nil {
-		t.Fatal(err)
-	}
-	registryURL := fmt.Sprintf("http://%s:%d", use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
-	for _, c := range []*harness.Cluster{usw2, euw1} {
-		c.Helm(t, append([]string{"install", "mcs-controller", chart, "--namespace", "mcs-system", "--create-namespace",
-			"--set", "registry.enabled=false", "--set", "controller.enabled=true",
-			"--set", "controller.registryUrls={" + registryURL + "}", "--set", "controller.registryAllowInsecureHttp=true",
-			"--set", "controller.clustersetId=prod", "--set", "controller.clusterId=" + c.Name}, image...)...)
-	}
-	for _, c := range clusters {
-		c.WaitDeploymentAvailable(t, "mcs-system", "mcs-controller")
-	}
-	use1.WaitDeploymentAvailable(t, "mcs-system", "mcs-registry")
 	t.Logf("FIGURE chart installed, registry and controllers Ready: %s", time.Since(start).Round(time.Second))
 
 	// The manual's check: every cluster's lease is active, read through

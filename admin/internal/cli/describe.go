@@ -68,11 +68,14 @@ type ClusterDescription struct {
 
 // ExportDescription is one export and its endpoint set.
 type ExportDescription struct {
-	Namespace      string    `json:"namespace"`
-	Name           string    `json:"name"`
-	ClusterID      string    `json:"clusterId"`
-	Type           string    `json:"type"`
-	Ports          []string  `json:"ports"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	ClusterID string   `json:"clusterId"`
+	Type      string   `json:"type"`
+	Ports     []string `json:"ports"`
+	// Locality is the export's locality policy ("cluster,region"); empty: it sets none and
+	// every importing controller applies its --default-locality.
+	Locality       string    `json:"locality,omitempty"`
 	Endpoints      int       `json:"endpoints"`
 	ReadyEndpoints int       `json:"readyEndpoints"`
 	Addresses      []string  `json:"addresses"`
@@ -130,6 +133,11 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 			Type: strings.TrimPrefix(e.Spec.GetType().String(), "SERVICE_TYPE_"), Ports: []string{}, Addresses: []string{},
 			CreateTime: e.CreateTime, UpdateTime: e.UpdateTime,
 		}
+		var tiers []string
+		for _, t := range e.Spec.GetLocality() {
+			tiers = append(tiers, strings.ToLower(strings.TrimPrefix(t.String(), "LOCALITY_TIER_")))
+		}
+		ed.Locality = strings.Join(tiers, ",")
 		for _, p := range e.Spec.GetPorts() {
 			proto := p.GetProtocol()
 			if proto == "" {
@@ -226,9 +234,13 @@ func printDescription(w io.Writer, d Description, output string) error {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "EXPORTS")
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tREADY/ENDPOINTS\tCREATED")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tLOCALITY\tREADY/ENDPOINTS\tCREATED")
 	for _, e := range d.Exports {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
+		locality := e.Locality
+		if locality == "" {
+			locality = "(default)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), locality, e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
 	}
 	if len(d.Unreadable) > 0 {
 		fmt.Fprintln(tw)

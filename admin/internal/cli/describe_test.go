@@ -71,6 +71,23 @@ func TestDescribeEndpointWithoutConditions(t *testing.T) {
 	}
 }
 
+// TestDescribeLocality: an export's locality policy is described as the annotation spells
+// it; an export without one leaves it to the importers' default.
+func TestDescribeLocality(t *testing.T) {
+	d := describeAll(t, &registryv1.PutExportRequest{Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS,
+		Locality: []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION}}})
+	if got := d.Exports[0].Locality; got != "cluster,region" {
+		t.Fatalf("locality %q, want cluster,region", got)
+	}
+	var b strings.Builder
+	if err := printDescription(&b, describeAll(t, &registryv1.PutExportRequest{Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS}}), "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "LOCALITY") || !strings.Contains(b.String(), "(default)") {
+		t.Fatalf("table without the default locality:\n%s", b.String())
+	}
+}
+
 // FuzzDescribe: every export the registry accepts is described without a panic.
 func FuzzDescribe(f *testing.F) {
 	seed, _ := proto.Marshal(&registryv1.PutExportRequest{

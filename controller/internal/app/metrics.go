@@ -23,6 +23,8 @@ type metrics struct {
 	heldCl      prometheus.Gauge
 	refused     *prometheus.GaugeVec
 	propagation *prometheus.HistogramVec
+	tier        *prometheus.GaugeVec
+	tierChanges *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_refused",
 			Help: "Imports in which the API server refuses imported objects of a source cluster (the ServiceImport's EndpointsRefused condition names them), by source cluster."}, []string{"source_cluster"}),
 	}
+	m.tier = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_import_locality_tier",
+		Help: "1 for the locality tier (cluster, region or any) that takes an imported Service's traffic in this cluster, by namespace and service; the other tiers have no series."}, []string{"namespace", "service", "tier"})
+	m.tierChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_import_locality_changes_total",
+		Help: "Changes of an imported Service's active locality tier in this cluster, by namespace and service."}, []string{"namespace", "service"})
 	m.propagation = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mcs_controller_propagation_seconds",
 		Help:    "With --canary-interval: how long a change of another cluster's canary export took to be written into this cluster, by source cluster, measured against the registry's clock (no cluster clock is trusted).",
 		Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60}}, []string{"source_cluster"})
@@ -55,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Always 1; the labels say what the binary was built from."}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, goruntime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused, m.propagation)
+	reg.MustRegister(m.connection, m.active, m.failovers, m.heartbeats, m.registers, m.writes, m.imports, m.held, m.heldCl, m.refused, m.propagation, m.tier, m.tierChanges)
 	return m
 }
 
@@ -84,6 +90,21 @@ func (m *metrics) importsRefused(cluster string, n int) {
 		return
 	}
 	m.refused.WithLabelValues(cluster).Set(float64(n))
+}
+
+// localityTier sets an import's active tier; a change counts once.
+func (m *metrics) localityTier(namespace, service, tier string, changed bool) {
+	m.tier.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "service": service})
+	m.tier.WithLabelValues(namespace, service, tier).Set(1)
+	if changed {
+		m.tierChanges.WithLabelValues(namespace, service).Inc()
+	}
+}
+
+// localityGone drops a removed import's series, so departed Services do not stay.
+func (m *metrics) localityGone(namespace, service string) {
+	m.tier.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "service": service})
+	m.tierChanges.DeleteLabelValues(namespace, service)
 }
 
 func (m *metrics) exportWrite(op string, ok bool) { m.writes.WithLabelValues(op, result(ok)).Inc() }

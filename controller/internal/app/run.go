@@ -29,6 +29,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 )
@@ -154,10 +155,16 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod,
 		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
 	}
+	defaultLocality, err := locality.Parse(o.defaultLocality)
+	if err != nil {
+		return fmt.Errorf("--default-locality: %w", err)
+	}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
-		Metrics:  importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused},
+		ClusterID: id.ClusterID, Region: id.Region, DefaultLocality: defaultLocality,
+		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused,
+			Tier: m.localityTier, TierGone: m.localityGone},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
 	}
 	var canaryWriter *canary.Writer

@@ -27,6 +27,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 )
@@ -37,7 +38,29 @@ const (
 	EventExportFailed = "ExportFailed"
 	// ReasonClusterLeaseExpired is the Ready reason when the cluster's lease is gone.
 	ReasonClusterLeaseExpired = "ClusterLeaseExpired"
+	// ReasonInvalidLocality is the Valid reason when the locality annotation does not parse.
+	ReasonInvalidLocality = "InvalidLocality"
 )
+
+// localityOf is the export's locality policy: the ServiceExport's annotation, else the
+// Service's (an export made from the export label has no annotation of the user's), else
+// none.
+func localityOf(se *mcsv1beta1.ServiceExport, svc *corev1.Service) ([]registryv1.LocalityTier, error) {
+	for _, o := range []metav1.Object{se, svc} {
+		if v, ok := o.GetAnnotations()[locality.Annotation]; ok {
+			tiers, err := locality.Parse(v)
+			if err != nil {
+				kind := "ServiceExport"
+				if o == metav1.Object(svc) {
+					kind = "Service"
+				}
+				return nil, fmt.Errorf("the %s's annotation %s=%q: %w", kind, locality.Annotation, v, err)
+			}
+			return tiers, nil
+		}
+	}
+	return nil, nil
+}
 
 // Registry is what the exporter needs of the registry connection.
 type Registry interface {
@@ -185,6 +208,10 @@ func (r *Reconciler) desired(ctx context.Context, se *mcsv1beta1.ServiceExport) 
 		return nil, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonInvalidServiceType),
 			"ExternalName Services cannot be exported"), nil
 	}
+	policy, err := localityOf(se, &svc)
+	if err != nil {
+		return nil, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, ReasonInvalidLocality, err.Error()), nil
+	}
 	var slices discoveryv1.EndpointSliceList
 	if err := r.Client.List(ctx, &slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}); err != nil {
 		return nil, metav1.Condition{}, err
@@ -200,6 +227,7 @@ func (r *Reconciler) desired(ctx context.Context, se *mcsv1beta1.ServiceExport) 
 		Spec:           Spec(&svc, se),
 		EndpointGroups: EndpointGroups(own),
 	}
+	content.Spec.Locality = policy
 	return content, cond(mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid), "the Service can be exported"), nil
 }
 

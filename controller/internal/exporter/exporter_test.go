@@ -23,6 +23,8 @@ func TestConflictReason(t *testing.T) {
 		registryv1.ConflictReason_CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT: mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
 		registryv1.ConflictReason_CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT:    mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
 		registryv1.ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT:               mcsv1beta1.ServiceExportReasonIPFamilyConflict,
+		// Ours: the locality annotation is not an mcs-api field.
+		registryv1.ConflictReason_CONFLICT_REASON_LOCALITY_CONFLICT: "LocalityConflict",
 	}
 	for r, w := range want {
 		if got := ConflictReason(r); got != string(w) {

@@ -129,11 +129,16 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	}
 	if equality.Semantic.DeepEqual(cur.Spec.Ports, want.Spec.Ports) && cur.Spec.SessionAffinity == want.Spec.SessionAffinity &&
 		equality.Semantic.DeepEqual(cur.Spec.SessionAffinityConfig, want.Spec.SessionAffinityConfig) &&
-		maps.Equal(cur.Labels, want.Labels) && metav1.IsControlledBy(cur, si) {
+		maps.Equal(cur.Labels, want.Labels) && metav1.IsControlledBy(cur, si) &&
+		cur.Annotations[TopologyModeAnnotation] == want.Annotations[TopologyModeAnnotation] {
 		return cur, nil
 	}
 	cur.Spec.Ports, cur.Spec.SessionAffinity, cur.Spec.SessionAffinityConfig = want.Spec.Ports, want.Spec.SessionAffinity, want.Spec.SessionAffinityConfig
 	cur.Labels = want.Labels
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[TopologyModeAnnotation] = want.Annotations[TopologyModeAnnotation]
 	cur.OwnerReferences = want.OwnerReferences
 	if err := r.Client.Update(ctx, cur); err != nil {
 		return nil, fmt.Errorf("update derived Service %s/%s: %w", cur.Namespace, cur.Name, err)
@@ -234,6 +239,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, replicationHeld(d.ReplicationHeld, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsRefused(refused, si.Generation))
+	meta.SetStatusCondition(&st.Conditions, localityCondition(d.Locality, si.Generation))
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
 	}

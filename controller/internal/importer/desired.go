@@ -15,6 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
@@ -110,6 +111,8 @@ type Desired struct {
 	// ReplicationHeld are the source clusters the registry holds while replication from
 	// the region of their last renewal lags (LEASE_STATE_HELD_REPLICATION), with that region.
 	ReplicationHeld []HeldCluster
+	// Locality is the active tier; the slices carry its hints (see Hint).
+	Locality locality.Decision
 }
 
 // HeldCluster is a source cluster the registry holds, and the region that holds it.
@@ -134,6 +137,9 @@ func DesiredFor(imp *registryv1.ServiceImport) Desired {
 	return d
 }
 
+// TopologyModeAnnotation makes kube-proxy before 1.31 read the hints of a Service's slices.
+const TopologyModeAnnotation = "service.kubernetes.io/topology-mode"
+
 // DerivedService is the derived Service of an import whose ServiceImport spec is spec:
 // ClusterIP (or headless for a Headless import), the merged ports, no selector.
 func DerivedService(imp *registryv1.ServiceImport, spec mcsv1beta1.ServiceImportSpec) *corev1.Service {
@@ -142,6 +148,9 @@ func DerivedService(imp *registryv1.ServiceImport, spec mcsv1beta1.ServiceImport
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: DerivedName(ns, name),
 			Labels: map[string]string{mcsv1beta1.LabelServiceName: name, names.ManagedByLabel: names.ManagedBy},
+			// kube-proxy before 1.31 reads a Service's zone hints only with this annotation
+			// (later ones always do): the hints carry the locality tier.
+			Annotations: map[string]string{TopologyModeAnnotation: "Auto"},
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP},
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -78,6 +79,11 @@ type Metrics struct {
 	// Refused reports the number of imports in which the API server refuses objects of a
 	// source cluster.
 	Refused func(sourceCluster string, n int)
+	// Tier reports an import's active locality tier (cluster, region, any); changed is
+	// false for the first report of the import.
+	Tier func(namespace, name, tier string, changed bool)
+	// TierGone reports that an import was removed.
+	TierGone func(namespace, name string)
 }
 
 // Reconciler applies imports. Requests are namespace/name of the exported Service.
@@ -102,11 +108,17 @@ type Reconciler struct {
 	// Canary, when set, is told of the import Canary.Key once its slices are written
 	// (package canary measures propagation from it).
 	Canary Canary
+	// ClusterID and Region are the importing cluster's: the locality tiers compare the
+	// source clusters with them.
+	ClusterID, Region string
+	// DefaultLocality is the policy of imports whose exports set none (--default-locality).
+	DefaultLocality []registryv1.LocalityTier
 
 	mu      sync.Mutex
 	missing map[types.NamespacedName]time.Time
 	held    map[string]map[types.NamespacedName]bool
 	refused map[string]map[types.NamespacedName]bool // by source cluster
+	tiers   map[types.NamespacedName]string          // the active locality tier by import
 	events  chan event.GenericEvent
 }
 
@@ -127,6 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.missing = map[types.NamespacedName]time.Time{}
 	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}
 	r.events = make(chan event.GenericEvent, 4096)
+	r.tiers = map[types.NamespacedName]string{}
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
 		if name == "" || (o.GetLabels()[names.ManagedByLabel] != names.ManagedBy && o.GetLabels()[discoveryv1.LabelManagedBy] != names.ManagedBy) {
@@ -156,6 +169,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return out
 		})).
+		// A node's zone decides the hints of every import: a change of the zones
+		// reconciles them all. Metadata only: the zone is a label.
+		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			keys := r.Imports.Keys()
+			out := make([]reconcile.Request, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, reconcile.Request{NamespacedName: k})
+			}
+			return out
+		}), builder.WithPredicates(zoneChanged)).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
@@ -274,6 +297,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.setHeld("namespace_missing", req.NamespacedName, false)
 
 	d := DesiredFor(imp)
+	topo, err := r.topology(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d.Locality = LocalityFor(imp, r.DefaultLocality, r.ClusterID, r.Region, topo)
+	Hint(d.Slices, d.Locality, topo.Zones)
+	LabelSources(d.Slices, imp, r.ClusterID, r.Region)
 	si, err := r.applyServiceImport(ctx, req.NamespacedName, d)
 	if err != nil || si == nil {
 		return reconcile.Result{}, err
@@ -301,6 +331,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// finds the metric cleared too.
 	r.noteRefusals(ctx, key, si, refused)
 	statusErr := r.applyStatus(ctx, si, svc, d, heldClusters, refused)
+	if sliceErr == nil && statusErr == nil {
+		r.noteTier(key, si, d.Locality)
+	}
 	if err := errors.Join(sliceErr, statusErr); err != nil {
 		return reconcile.Result{}, err
 	}

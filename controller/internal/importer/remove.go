@@ -81,6 +81,7 @@ func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName, refil
 		r.mu.Lock()
 		delete(r.missing, key)
 		r.mu.Unlock()
+		r.forgetTier(key)
 		ctrl.LoggerFrom(ctx).Info("import removed", "service", key.String())
 	}
 	return reconcile.Result{}, errors.Join(errs...)

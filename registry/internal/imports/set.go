@@ -165,15 +165,17 @@ func (s *set) judgeLocked(id string, cl store.Cluster, found bool, now time.Time
 	}
 	v := lease.Judge(cl, now, repl)
 	s.leases[id] = v
-	if v.State == prev.State && v.Region == prev.Region {
+	// A cluster that registers again from another region changes its imports' regions.
+	moved := v.Participates() && s.participants[id].Region != cl.Region
+	if v.State == prev.State && v.Region == prev.Region && !moved {
 		return false
 	}
-	if had {
+	if had && (v.State != prev.State || v.Region != prev.Region) {
 		s.cache.log.Info("cluster lease state changed", "clusterset", s.name, "cluster", id, "state", v.State.String(),
 			"heldRegion", v.Region, "replicationLag", v.Lag)
 	}
 	if v.Participates() {
-		s.participants[id] = merge.Participant{HeldRegion: v.Region}
+		s.participants[id] = merge.Participant{Region: cl.Region, HeldRegion: v.Region}
 	} else {
 		delete(s.participants, id)
 	}

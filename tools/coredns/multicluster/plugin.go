@@ -31,6 +31,9 @@ import (
 const (
 	labelServiceName   = "multicluster.kubernetes.io/service-name"
 	labelSourceCluster = "multicluster.kubernetes.io/source-cluster"
+	// inactiveZone is the zone mcs-controller hints the endpoints outside an import's
+	// active locality tier for (its importer.InactiveZone): a zone no node has.
+	inactiveZone = "multicluster.dynamo.nvidia.com-inactive"
 )
 
 var serviceImports = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1beta1", Resource: "serviceimports"}
@@ -232,34 +235,43 @@ func (m *Multicluster) find(namespace, name string) *Import {
 		if !ok {
 			continue
 		}
-		var ports []Port
-		for _, p := range s.Ports {
-			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
-				continue // not a port number: no record can name it
-			}
-			port := Port{Protocol: "TCP", Port: *p.Port}
-			if p.Name != nil {
-				port.Name = *p.Name
-			}
-			if p.Protocol != nil {
-				port.Protocol = string(*p.Protocol)
-			}
-			ports = append(ports, port)
-		}
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
-				continue
-			}
-			host := ""
-			if e.Hostname != nil {
-				host = *e.Hostname
-			}
-			for _, a := range e.Addresses {
-				imp.Endpoints = append(imp.Endpoints, Endpoint{ClusterID: s.Labels[labelSourceCluster], Hostname: host, Address: a, Ports: ports})
-			}
-		}
+		imp.Endpoints = append(imp.Endpoints, endpointsOf(s)...)
 	}
 	return imp
+}
+
+// endpointsOf returns the ready endpoints of one imported slice, each marked inactive when
+// mcs-controller hints it out of the import's active locality tier.
+func endpointsOf(s *discoveryv1.EndpointSlice) []Endpoint {
+	var ports []Port
+	for _, p := range s.Ports {
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			continue // not a port number: no record can name it
+		}
+		port := Port{Protocol: "TCP", Port: *p.Port}
+		if p.Name != nil {
+			port.Name = *p.Name
+		}
+		if p.Protocol != nil {
+			port.Protocol = string(*p.Protocol)
+		}
+		ports = append(ports, port)
+	}
+	var out []Endpoint
+	for _, e := range s.Endpoints {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+			continue
+		}
+		host := ""
+		if e.Hostname != nil {
+			host = *e.Hostname
+		}
+		inactive := e.Hints != nil && len(e.Hints.ForZones) == 1 && e.Hints.ForZones[0].Name == inactiveZone
+		for _, a := range e.Addresses {
+			out = append(out, Endpoint{ClusterID: s.Labels[labelSourceCluster], Hostname: host, Address: a, Ports: ports, Inactive: inactive})
+		}
+	}
+	return out
 }
 
 // byImport indexes EndpointSlices by the namespace/name of their import.

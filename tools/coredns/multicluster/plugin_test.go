@@ -1,8 +1,12 @@
 package multicluster
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -48,5 +52,28 @@ func TestImportFromSkipsPortsThatAreNot(t *testing.T) {
 				t.Fatalf("ports %v, want %d with good last", got, wantN)
 			}
 		})
+	}
+}
+
+// TestEndpointsOfReadsTheTier: an endpoint hinted for the inactive zone alone is outside the
+// import's active tier; one hinted for real zones, or not hinted, is in it; a not-ready
+// endpoint is left out.
+func TestEndpointsOfReadsTheTier(t *testing.T) {
+	no := false
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelSourceCluster: "euw1-a"}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.1"}, Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: inactiveZone}}}},
+			{Addresses: []string{"10.0.0.2"}, Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "us-east-1a"}, {Name: "us-east-1b"}}}},
+			{Addresses: []string{"10.0.0.3"}},
+			{Addresses: []string{"10.0.0.4"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}},
+		},
+	}
+	var got []string
+	for _, e := range endpointsOf(s) {
+		got = append(got, fmt.Sprintf("%s/%s/%v", e.ClusterID, e.Address, e.Inactive))
+	}
+	if want := "euw1-a/10.0.0.1/true euw1-a/10.0.0.2/false euw1-a/10.0.0.3/false"; strings.Join(got, " ") != want {
+		t.Fatalf("endpoints %v, want %s", got, want)
 	}
 }

@@ -9,6 +9,7 @@ package multicluster
 
 import (
 	"net"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,6 +44,24 @@ type Endpoint struct {
 	// Ports are the slice's ports: a headless import's SRV records name them, as the
 	// kubernetes plugin does (no proxy maps a Service port to them).
 	Ports []Port
+	// Inactive: the endpoint is outside the import's active locality tier (mcs-controller
+	// hints it for a zone no node has).
+	Inactive bool
+}
+
+// active returns the endpoints of the import's active locality tier: those not marked
+// inactive, or all of them when none is (kube-proxy's own fallback).
+func active(endpoints []Endpoint) []Endpoint {
+	var out []Endpoint
+	for _, e := range endpoints {
+		if !e.Inactive {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return endpoints
+	}
+	return out
 }
 
 // Name is the endpoint's label under <cluster>.<svc>.<ns>.svc.<zone>: its hostname, or
@@ -78,8 +97,10 @@ const ttl = 5
 // the forms upstream multicluster and the kubernetes plugin answer):
 //
 //	<svc>.<ns>.svc.<zone>                  A/AAAA: the clusterset IPs, or for a headless
-//	                                       import every ready endpoint. SRV: every port (as
-//	                                       _<port>._<proto> with both "any").
+//	                                       import every ready endpoint of its active
+//	                                       locality tier. SRV: every port (as
+//	                                       _<port>._<proto> with both "any"), each
+//	                                       (port, target) once.
 //	_<port>._<proto>.<svc>.<ns>.svc.<zone> SRV: the port named, at the service name, or for
 //	                                       a headless import at each endpoint's name; "*"
 //	                                       or "any" (no underscore) for either matches all.
@@ -102,16 +123,21 @@ func Answer(find func(namespace, name string) *Import, zone, qname string, qtype
 	if imp == nil {
 		return Lookup{}
 	}
+	// The service's names answer from the import's active locality tier (a copy: the
+	// caller's import is not changed); an endpoint's own name answers whatever its tier.
+	view := *imp
+	tier := &view
+	tier.Endpoints = active(imp.Endpoints)
 	svcName := strings.Join(labels[n-3:], ".") + "." + zone
 	switch n {
 	case 3: // <svc>.<ns>.svc
 		switch qtype {
 		case dns.TypeSRV:
-			return srv(imp, qname, "*", "*", svcName)
+			return srv(tier, qname, "*", "*", svcName)
 		case dns.TypeA, dns.TypeAAAA:
 			var addrs []string
 			if imp.Headless {
-				for _, e := range imp.Endpoints {
+				for _, e := range tier.Endpoints {
 					addrs = append(addrs, e.Address)
 				}
 			} else {
@@ -122,7 +148,7 @@ func Answer(find func(namespace, name string) *Import, zone, qname string, qtype
 		return Lookup{Found: true}
 	case 5:
 		if port, proto, ok := portLabels(labels[0], labels[1]); ok { // _<port>._<proto>.<svc>.<ns>.svc
-			l := srv(imp, qname, port, proto, svcName)
+			l := srv(tier, qname, port, proto, svcName)
 			if qtype != dns.TypeSRV {
 				l.Records, l.Extra = nil, nil
 			}
@@ -215,6 +241,9 @@ func srv(imp *Import, qname, port, proto, svcName string) Lookup {
 		}
 		return targets[i].port < targets[j].port
 	})
+	// An answer is an RRset without duplicates (RFC 2181 §5.2): a port number served on
+	// both TCP and UDP is one SRV record at a name that matches either protocol.
+	targets = slices.CompactFunc(targets, func(a, b target) bool { return a.name == b.name && a.port == b.port })
 	l := Lookup{Found: true}
 	weight := uint16(max(100/len(targets), 1)) //nolint:gosec // G115: 1 to 100.
 	extra := map[string]bool{}
@@ -235,9 +264,14 @@ func endpointSRV(qname string, endpoints []Endpoint) Lookup {
 	l := Lookup{Found: true}
 	hdr := dns.RR_Header{Name: qname, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl}
 	var addrs []string
+	seen := map[int32]bool{}
 	for _, e := range endpoints {
 		addrs = append(addrs, e.Address)
 		for _, p := range e.Ports {
+			if seen[p.Port] {
+				continue // one record per port number (RFC 2181 §5.2)
+			}
+			seen[p.Port] = true
 			l.Records = append(l.Records, &dns.SRV{Hdr: hdr, Priority: 0, Weight: 100, Port: uint16(p.Port), Target: qname}) //nolint:gosec // G115: ports are 1–65535.
 		}
 	}
@@ -252,6 +286,7 @@ func addresses(qname string, qtype uint16, addrs []string) []dns.RR {
 	var out []dns.RR
 	sorted := append([]string(nil), addrs...)
 	sort.Strings(sorted)
+	sorted = slices.Compact(sorted)
 	for _, a := range sorted {
 		ip := net.ParseIP(a)
 		if ip == nil {

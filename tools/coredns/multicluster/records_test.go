@@ -22,6 +22,20 @@ func TestAnswer(t *testing.T) {
 				{ClusterID: "usw2-a", Address: "fd00::9", Ports: http},
 			}},
 		"dynamo/idle": {Namespace: "dynamo", Name: "idle", Headless: true, Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}}},
+		// The same port number on TCP and UDP, as DNS servers export.
+		"kube-system/dns": {Namespace: "kube-system", Name: "dns", IPs: []string{"10.96.0.10"},
+			Ports: []Port{{Name: "dns", Protocol: "UDP", Port: 53}, {Name: "dns-tcp", Protocol: "TCP", Port: 53}}},
+		"kube-system/dns-headless": {Namespace: "kube-system", Name: "dns-headless", Headless: true,
+			Ports:     []Port{{Name: "dns", Protocol: "UDP", Port: 53}, {Name: "dns-tcp", Protocol: "TCP", Port: 53}},
+			Endpoints: []Endpoint{{ClusterID: "use1-a", Address: "10.200.0.53", Ports: []Port{{Name: "dns", Protocol: "UDP", Port: 53}, {Name: "dns-tcp", Protocol: "TCP", Port: 53}}}}},
+		// Locality: use1-a's endpoint is in the active tier, the others are hinted away.
+		"dynamo/near": {Namespace: "dynamo", Name: "near", Headless: true, Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}},
+			Endpoints: []Endpoint{
+				{ClusterID: "use1-a", Address: "10.200.0.8", Ports: http},
+				{ClusterID: "euw1-a", Address: "10.202.0.8", Ports: http, Inactive: true},
+			}},
+		"dynamo/far": {Namespace: "dynamo", Name: "far", Headless: true, Ports: []Port{{Name: "http", Protocol: "TCP", Port: 80}},
+			Endpoints: []Endpoint{{ClusterID: "euw1-a", Address: "10.202.0.9", Ports: http, Inactive: true}}},
 	}
 	find := func(ns, name string) *Import { return imports[ns+"/"+name] }
 	const zone = "clusterset.local."
@@ -64,6 +78,20 @@ func TestAnswer(t *testing.T) {
 		{"SRV of an unknown port: NXDOMAIN, as upstream", "_grpc._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, false, nil, nil},
 		{"SRV of another protocol: NXDOMAIN", "_http._udp.relay.dynamo.svc.clusterset.local.", dns.TypeSRV, false, nil, nil},
 		{"A at a port name that exists: NODATA", "_http._tcp.relay.dynamo.svc.clusterset.local.", dns.TypeA, true, nil, nil},
+		{"one SRV record for a port on TCP and UDP (RFC 2181)", "dns.kube-system.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 100 53 dns.kube-system.svc.clusterset.local."}, []string{"dns.kube-system.svc.clusterset.local. 10.96.0.10"}},
+		{"one SRV record for a port on TCP and UDP, headless", "dns-headless.kube-system.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 100 53 10-200-0-53.use1-a.dns-headless.kube-system.svc.clusterset.local."},
+			[]string{"10-200-0-53.use1-a.dns-headless.kube-system.svc.clusterset.local. 10.200.0.53"}},
+		{"one SRV record at an endpoint's name for a port on TCP and UDP", "10-200-0-53.use1-a.dns-headless.kube-system.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 100 53 10-200-0-53.use1-a.dns-headless.kube-system.svc.clusterset.local."},
+			[]string{"10-200-0-53.use1-a.dns-headless.kube-system.svc.clusterset.local. 10.200.0.53"}},
+		{"headless: the active tier only", "near.dynamo.svc.clusterset.local.", dns.TypeA, true, []string{"10.200.0.8"}, nil},
+		{"headless SRV: the active tier only", "_http._tcp.near.dynamo.svc.clusterset.local.", dns.TypeSRV, true,
+			[]string{"0 100 8000 10-200-0-8.use1-a.near.dynamo.svc.clusterset.local."},
+			[]string{"10-200-0-8.use1-a.near.dynamo.svc.clusterset.local. 10.200.0.8"}},
+		{"an endpoint outside the tier keeps its own name", "10-202-0-8.euw1-a.near.dynamo.svc.clusterset.local.", dns.TypeA, true, []string{"10.202.0.8"}, nil},
+		{"no endpoint in the tier: every endpoint", "far.dynamo.svc.clusterset.local.", dns.TypeA, true, []string{"10.202.0.9"}, nil},
 		{"not imported", "other.dynamo.svc.clusterset.local.", dns.TypeA, false, nil, nil},
 		{"another namespace", "relay.default.svc.clusterset.local.", dns.TypeA, false, nil, nil},
 		{"not a service name", "dynamo.svc.clusterset.local.", dns.TypeA, false, nil, nil},

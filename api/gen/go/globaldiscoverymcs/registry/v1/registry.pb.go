@@ -189,6 +189,63 @@ func (ServiceType) EnumDescriptor() ([]byte, []int) {
 	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{2}
 }
 
+// LocalityTier is one tier of a locality policy: the source clusters an importing cluster
+// sends a Service's traffic to while one of them has a ready endpoint (KEP-5939's tiers).
+type LocalityTier int32
+
+const (
+	LocalityTier_LOCALITY_TIER_UNSPECIFIED LocalityTier = 0
+	// The importing cluster itself.
+	LocalityTier_LOCALITY_TIER_CLUSTER LocalityTier = 1
+	// The clusters in the importing cluster's region, itself included.
+	LocalityTier_LOCALITY_TIER_REGION LocalityTier = 2
+	// Every cluster: no preference.
+	LocalityTier_LOCALITY_TIER_ANY LocalityTier = 3
+)
+
+// Enum value maps for LocalityTier.
+var (
+	LocalityTier_name = map[int32]string{
+		0: "LOCALITY_TIER_UNSPECIFIED",
+		1: "LOCALITY_TIER_CLUSTER",
+		2: "LOCALITY_TIER_REGION",
+		3: "LOCALITY_TIER_ANY",
+	}
+	LocalityTier_value = map[string]int32{
+		"LOCALITY_TIER_UNSPECIFIED": 0,
+		"LOCALITY_TIER_CLUSTER":     1,
+		"LOCALITY_TIER_REGION":      2,
+		"LOCALITY_TIER_ANY":         3,
+	}
+)
+
+func (x LocalityTier) Enum() *LocalityTier {
+	p := new(LocalityTier)
+	*p = x
+	return p
+}
+
+func (x LocalityTier) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LocalityTier) Descriptor() protoreflect.EnumDescriptor {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3].Descriptor()
+}
+
+func (LocalityTier) Type() protoreflect.EnumType {
+	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3]
+}
+
+func (x LocalityTier) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LocalityTier.Descriptor instead.
+func (LocalityTier) EnumDescriptor() ([]byte, []int) {
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{3}
+}
+
 // ConflictReason names a field in which the exports of one Service disagree. The names
 // after CONFLICT_REASON_ are the condition reasons of KEP-1645 (PORT_CONFLICT is
 // PortConflict).
@@ -205,21 +262,24 @@ const (
 	ConflictReason_CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT ConflictReason = 7
 	ConflictReason_CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT    ConflictReason = 8
 	ConflictReason_CONFLICT_REASON_IP_FAMILY_CONFLICT               ConflictReason = 9
+	// The exports' locality policies differ.
+	ConflictReason_CONFLICT_REASON_LOCALITY_CONFLICT ConflictReason = 10
 )
 
 // Enum value maps for ConflictReason.
 var (
 	ConflictReason_name = map[int32]string{
-		0: "CONFLICT_REASON_UNSPECIFIED",
-		1: "CONFLICT_REASON_PORT_CONFLICT",
-		2: "CONFLICT_REASON_TYPE_CONFLICT",
-		3: "CONFLICT_REASON_SESSION_AFFINITY_CONFLICT",
-		4: "CONFLICT_REASON_SESSION_AFFINITY_CONFIG_CONFLICT",
-		5: "CONFLICT_REASON_LABELS_CONFLICT",
-		6: "CONFLICT_REASON_ANNOTATIONS_CONFLICT",
-		7: "CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT",
-		8: "CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT",
-		9: "CONFLICT_REASON_IP_FAMILY_CONFLICT",
+		0:  "CONFLICT_REASON_UNSPECIFIED",
+		1:  "CONFLICT_REASON_PORT_CONFLICT",
+		2:  "CONFLICT_REASON_TYPE_CONFLICT",
+		3:  "CONFLICT_REASON_SESSION_AFFINITY_CONFLICT",
+		4:  "CONFLICT_REASON_SESSION_AFFINITY_CONFIG_CONFLICT",
+		5:  "CONFLICT_REASON_LABELS_CONFLICT",
+		6:  "CONFLICT_REASON_ANNOTATIONS_CONFLICT",
+		7:  "CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT",
+		8:  "CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT",
+		9:  "CONFLICT_REASON_IP_FAMILY_CONFLICT",
+		10: "CONFLICT_REASON_LOCALITY_CONFLICT",
 	}
 	ConflictReason_value = map[string]int32{
 		"CONFLICT_REASON_UNSPECIFIED":                      0,
@@ -232,6 +292,7 @@ var (
 		"CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT": 7,
 		"CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT":    8,
 		"CONFLICT_REASON_IP_FAMILY_CONFLICT":               9,
+		"CONFLICT_REASON_LOCALITY_CONFLICT":                10,
 	}
 )
 
@@ -246,11 +307,11 @@ func (x ConflictReason) String() string {
 }
 
 func (ConflictReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3].Descriptor()
+	return file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[4].Descriptor()
 }
 
 func (ConflictReason) Type() protoreflect.EnumType {
-	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[3]
+	return &file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes[4]
 }
 
 func (x ConflictReason) Number() protoreflect.EnumNumber {
@@ -259,7 +320,7 @@ func (x ConflictReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConflictReason.Descriptor instead.
 func (ConflictReason) EnumDescriptor() ([]byte, []int) {
-	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 // Lease is a cluster's lease.
@@ -1127,8 +1188,13 @@ type ExportSpec struct {
 	ExportedLabels map[string]string `protobuf:"bytes,8,rep,name=exported_labels,json=exportedLabels,proto3" json:"exported_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The ServiceExport's spec.exportedAnnotations; at most 32.
 	ExportedAnnotations map[string]string `protobuf:"bytes,9,rep,name=exported_annotations,json=exportedAnnotations,proto3" json:"exported_annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The locality policy (the ServiceExport's multicluster.dynamo.nvidia.com/locality
+	// annotation): the tiers an importing cluster prefers, in order; at most 3, each once.
+	// Every cluster is always the last resort. Empty: the exporter set none, and each
+	// importing controller applies its own default.
+	Locality      []LocalityTier `protobuf:"varint,10,rep,packed,name=locality,proto3,enum=globaldiscoverymcs.registry.v1.LocalityTier" json:"locality,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExportSpec) Reset() {
@@ -1220,6 +1286,13 @@ func (x *ExportSpec) GetExportedLabels() map[string]string {
 func (x *ExportSpec) GetExportedAnnotations() map[string]string {
 	if x != nil {
 		return x.ExportedAnnotations
+	}
+	return nil
+}
+
+func (x *ExportSpec) GetLocality() []LocalityTier {
+	if x != nil {
+		return x.Locality
 	}
 	return nil
 }
@@ -2361,8 +2434,10 @@ type ImportSpec struct {
 	InternalTrafficPolicy string                 `protobuf:"bytes,6,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3" json:"internal_traffic_policy,omitempty"`
 	TrafficDistribution   string                 `protobuf:"bytes,7,opt,name=traffic_distribution,json=trafficDistribution,proto3" json:"traffic_distribution,omitempty"`
 	// The exported labels and annotations of the oldest export.
-	Labels        map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Annotations   map[string]string `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels      map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The oldest export's locality policy; empty when it set none.
+	Locality      []LocalityTier `protobuf:"varint,10,rep,packed,name=locality,proto3,enum=globaldiscoverymcs.registry.v1.LocalityTier" json:"locality,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2460,6 +2535,13 @@ func (x *ImportSpec) GetAnnotations() map[string]string {
 	return nil
 }
 
+func (x *ImportSpec) GetLocality() []LocalityTier {
+	if x != nil {
+		return x.Locality
+	}
+	return nil
+}
+
 // ImportCluster is one cluster that contributes to a ServiceImport.
 type ImportCluster struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2484,7 +2566,9 @@ type ImportCluster struct {
 	// while the lease is active.
 	LeaseState LeaseState `protobuf:"varint,8,opt,name=lease_state,json=leaseState,proto3,enum=globaldiscoverymcs.registry.v1.LeaseState" json:"lease_state,omitempty"`
 	// The region whose replication holds the cluster, with lease_state.
-	HeldRegion    string `protobuf:"bytes,9,opt,name=held_region,json=heldRegion,proto3" json:"held_region,omitempty"`
+	HeldRegion string `protobuf:"bytes,9,opt,name=held_region,json=heldRegion,proto3" json:"held_region,omitempty"`
+	// The region the cluster registered with: what an importer's region tier compares.
+	Region        string `protobuf:"bytes,10,opt,name=region,proto3" json:"region,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2578,6 +2662,13 @@ func (x *ImportCluster) GetLeaseState() LeaseState {
 func (x *ImportCluster) GetHeldRegion() string {
 	if x != nil {
 		return x.HeldRegion
+	}
+	return ""
+}
+
+func (x *ImportCluster) GetRegion() string {
+	if x != nil {
+		return x.Region
 	}
 	return ""
 }
@@ -3214,7 +3305,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"ServiceKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xa2\x06\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xec\x06\n" +
 	"\n" +
 	"ExportSpec\x12A\n" +
 	"\x05ports\x18\x01 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\x05ports\x12?\n" +
@@ -3226,7 +3317,9 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\x06 \x01(\tR\x15internalTrafficPolicy\x121\n" +
 	"\x14traffic_distribution\x18\a \x01(\tR\x13trafficDistribution\x12g\n" +
 	"\x0fexported_labels\x18\b \x03(\v2>.globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntryR\x0eexportedLabels\x12v\n" +
-	"\x14exported_annotations\x18\t \x03(\v2C.globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntryR\x13exportedAnnotations\x1aA\n" +
+	"\x14exported_annotations\x18\t \x03(\v2C.globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntryR\x13exportedAnnotations\x12H\n" +
+	"\blocality\x18\n" +
+	" \x03(\x0e2,.globaldiscoverymcs.registry.v1.LocalityTierR\blocality\x1aA\n" +
 	"\x13ExportedLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aF\n" +
@@ -3335,7 +3428,7 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12D\n" +
 	"\aservice\x18\x03 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe0\x05\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xaa\x06\n" +
 	"\n" +
 	"ImportSpec\x12A\n" +
 	"\x05ports\x18\x01 \x03(\v2+.globaldiscoverymcs.registry.v1.ServicePortR\x05ports\x12?\n" +
@@ -3347,13 +3440,15 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\x06 \x01(\tR\x15internalTrafficPolicy\x121\n" +
 	"\x14traffic_distribution\x18\a \x01(\tR\x13trafficDistribution\x12N\n" +
 	"\x06labels\x18\b \x03(\v26.globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntryR\x06labels\x12]\n" +
-	"\vannotations\x18\t \x03(\v2;.globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntryR\vannotations\x1a9\n" +
+	"\vannotations\x18\t \x03(\v2;.globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntryR\vannotations\x12H\n" +
+	"\blocality\x18\n" +
+	" \x03(\x0e2,.globaldiscoverymcs.registry.v1.LocalityTierR\blocality\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12H\n" +
@@ -3366,7 +3461,9 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\vlease_state\x18\b \x01(\x0e2*.globaldiscoverymcs.registry.v1.LeaseStateR\n" +
 	"leaseState\x12\x1f\n" +
 	"\vheld_region\x18\t \x01(\tR\n" +
-	"heldRegion\"\xdc\x02\n" +
+	"heldRegion\x12\x16\n" +
+	"\x06region\x18\n" +
+	" \x01(\tR\x06region\"\xdc\x02\n" +
 	"\rServiceImport\x12D\n" +
 	"\aservice\x18\x01 \x01(\v2*.globaldiscoverymcs.registry.v1.ServiceKeyR\aservice\x12>\n" +
 	"\x04spec\x18\x02 \x01(\v2*.globaldiscoverymcs.registry.v1.ImportSpecR\x04spec\x12I\n" +
@@ -3423,7 +3520,12 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"\vServiceType\x12\x1c\n" +
 	"\x18SERVICE_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bSERVICE_TYPE_CLUSTER_SET_IP\x10\x01\x12\x19\n" +
-	"\x15SERVICE_TYPE_HEADLESS\x10\x02*\xbc\x03\n" +
+	"\x15SERVICE_TYPE_HEADLESS\x10\x02*y\n" +
+	"\fLocalityTier\x12\x1d\n" +
+	"\x19LOCALITY_TIER_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LOCALITY_TIER_CLUSTER\x10\x01\x12\x18\n" +
+	"\x14LOCALITY_TIER_REGION\x10\x02\x12\x15\n" +
+	"\x11LOCALITY_TIER_ANY\x10\x03*\xe3\x03\n" +
 	"\x0eConflictReason\x12\x1f\n" +
 	"\x1bCONFLICT_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dCONFLICT_REASON_PORT_CONFLICT\x10\x01\x12!\n" +
@@ -3434,7 +3536,9 @@ const file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc = "" +
 	"$CONFLICT_REASON_ANNOTATIONS_CONFLICT\x10\x06\x124\n" +
 	"0CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT\x10\a\x121\n" +
 	"-CONFLICT_REASON_TRAFFIC_DISTRIBUTION_CONFLICT\x10\b\x12&\n" +
-	"\"CONFLICT_REASON_IP_FAMILY_CONFLICT\x10\t2\xd6\t\n" +
+	"\"CONFLICT_REASON_IP_FAMILY_CONFLICT\x10\t\x12%\n" +
+	"!CONFLICT_REASON_LOCALITY_CONFLICT\x10\n" +
+	"2\xd6\t\n" +
 	"\x0fRegistryService\x12\x82\x01\n" +
 	"\x0fRegisterCluster\x126.globaldiscoverymcs.registry.v1.RegisterClusterRequest\x1a7.globaldiscoverymcs.registry.v1.RegisterClusterResponse\x12s\n" +
 	"\n" +
@@ -3461,158 +3565,161 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_globaldiscoverymcs_registry_v1_registry_proto_rawDescData
 }
 
-var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_globaldiscoverymcs_registry_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_globaldiscoverymcs_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_globaldiscoverymcs_registry_v1_registry_proto_goTypes = []any{
 	(LeaseState)(0),                 // 0: globaldiscoverymcs.registry.v1.LeaseState
 	(ErrorReason)(0),                // 1: globaldiscoverymcs.registry.v1.ErrorReason
 	(ServiceType)(0),                // 2: globaldiscoverymcs.registry.v1.ServiceType
-	(ConflictReason)(0),             // 3: globaldiscoverymcs.registry.v1.ConflictReason
-	(*Lease)(nil),                   // 4: globaldiscoverymcs.registry.v1.Lease
-	(*Cluster)(nil),                 // 5: globaldiscoverymcs.registry.v1.Cluster
-	(*RegisterClusterRequest)(nil),  // 6: globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil), // 7: globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	(*RenewLeaseRequest)(nil),       // 8: globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),      // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	(*ListClustersRequest)(nil),     // 10: globaldiscoverymcs.registry.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),    // 11: globaldiscoverymcs.registry.v1.ListClustersResponse
-	(*ReplicationLag)(nil),          // 12: globaldiscoverymcs.registry.v1.ReplicationLag
-	(*DeleteClusterRequest)(nil),    // 13: globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	(*DeleteClusterResponse)(nil),   // 14: globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	(*ServicePort)(nil),             // 15: globaldiscoverymcs.registry.v1.ServicePort
-	(*SessionAffinityConfig)(nil),   // 16: globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	(*ServiceKey)(nil),              // 17: globaldiscoverymcs.registry.v1.ServiceKey
-	(*ExportSpec)(nil),              // 18: globaldiscoverymcs.registry.v1.ExportSpec
-	(*EndpointConditions)(nil),      // 19: globaldiscoverymcs.registry.v1.EndpointConditions
-	(*Endpoint)(nil),                // 20: globaldiscoverymcs.registry.v1.Endpoint
-	(*EndpointPort)(nil),            // 21: globaldiscoverymcs.registry.v1.EndpointPort
-	(*EndpointGroup)(nil),           // 22: globaldiscoverymcs.registry.v1.EndpointGroup
-	(*ExportVerdict)(nil),           // 23: globaldiscoverymcs.registry.v1.ExportVerdict
-	(*Export)(nil),                  // 24: globaldiscoverymcs.registry.v1.Export
-	(*PutExportRequest)(nil),        // 25: globaldiscoverymcs.registry.v1.PutExportRequest
-	(*PutExportResponse)(nil),       // 26: globaldiscoverymcs.registry.v1.PutExportResponse
-	(*DeleteExportRequest)(nil),     // 27: globaldiscoverymcs.registry.v1.DeleteExportRequest
-	(*DeleteExportResponse)(nil),    // 28: globaldiscoverymcs.registry.v1.DeleteExportResponse
-	(*ExportContent)(nil),           // 29: globaldiscoverymcs.registry.v1.ExportContent
-	(*SyncExportsRequest)(nil),      // 30: globaldiscoverymcs.registry.v1.SyncExportsRequest
-	(*ExportResult)(nil),            // 31: globaldiscoverymcs.registry.v1.ExportResult
-	(*SyncExportsResponse)(nil),     // 32: globaldiscoverymcs.registry.v1.SyncExportsResponse
-	(*ListExportsRequest)(nil),      // 33: globaldiscoverymcs.registry.v1.ListExportsRequest
-	(*ListExportsResponse)(nil),     // 34: globaldiscoverymcs.registry.v1.ListExportsResponse
-	(*UnreadableItem)(nil),          // 35: globaldiscoverymcs.registry.v1.UnreadableItem
-	(*ImportSpec)(nil),              // 36: globaldiscoverymcs.registry.v1.ImportSpec
-	(*ImportCluster)(nil),           // 37: globaldiscoverymcs.registry.v1.ImportCluster
-	(*ServiceImport)(nil),           // 38: globaldiscoverymcs.registry.v1.ServiceImport
-	(*ListImportsRequest)(nil),      // 39: globaldiscoverymcs.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),     // 40: globaldiscoverymcs.registry.v1.ListImportsResponse
-	(*WatchImportsRequest)(nil),     // 41: globaldiscoverymcs.registry.v1.WatchImportsRequest
-	(*WatchImportsResponse)(nil),    // 42: globaldiscoverymcs.registry.v1.WatchImportsResponse
-	(*ImportDelta)(nil),             // 43: globaldiscoverymcs.registry.v1.ImportDelta
-	(*ImportHeader)(nil),            // 44: globaldiscoverymcs.registry.v1.ImportHeader
-	nil,                             // 45: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	nil,                             // 46: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	nil,                             // 47: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	nil,                             // 48: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	(*durationpb.Duration)(nil),     // 49: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 50: google.protobuf.Timestamp
+	(LocalityTier)(0),               // 3: globaldiscoverymcs.registry.v1.LocalityTier
+	(ConflictReason)(0),             // 4: globaldiscoverymcs.registry.v1.ConflictReason
+	(*Lease)(nil),                   // 5: globaldiscoverymcs.registry.v1.Lease
+	(*Cluster)(nil),                 // 6: globaldiscoverymcs.registry.v1.Cluster
+	(*RegisterClusterRequest)(nil),  // 7: globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	(*RegisterClusterResponse)(nil), // 8: globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	(*RenewLeaseRequest)(nil),       // 9: globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),      // 10: globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	(*ListClustersRequest)(nil),     // 11: globaldiscoverymcs.registry.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),    // 12: globaldiscoverymcs.registry.v1.ListClustersResponse
+	(*ReplicationLag)(nil),          // 13: globaldiscoverymcs.registry.v1.ReplicationLag
+	(*DeleteClusterRequest)(nil),    // 14: globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),   // 15: globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	(*ServicePort)(nil),             // 16: globaldiscoverymcs.registry.v1.ServicePort
+	(*SessionAffinityConfig)(nil),   // 17: globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	(*ServiceKey)(nil),              // 18: globaldiscoverymcs.registry.v1.ServiceKey
+	(*ExportSpec)(nil),              // 19: globaldiscoverymcs.registry.v1.ExportSpec
+	(*EndpointConditions)(nil),      // 20: globaldiscoverymcs.registry.v1.EndpointConditions
+	(*Endpoint)(nil),                // 21: globaldiscoverymcs.registry.v1.Endpoint
+	(*EndpointPort)(nil),            // 22: globaldiscoverymcs.registry.v1.EndpointPort
+	(*EndpointGroup)(nil),           // 23: globaldiscoverymcs.registry.v1.EndpointGroup
+	(*ExportVerdict)(nil),           // 24: globaldiscoverymcs.registry.v1.ExportVerdict
+	(*Export)(nil),                  // 25: globaldiscoverymcs.registry.v1.Export
+	(*PutExportRequest)(nil),        // 26: globaldiscoverymcs.registry.v1.PutExportRequest
+	(*PutExportResponse)(nil),       // 27: globaldiscoverymcs.registry.v1.PutExportResponse
+	(*DeleteExportRequest)(nil),     // 28: globaldiscoverymcs.registry.v1.DeleteExportRequest
+	(*DeleteExportResponse)(nil),    // 29: globaldiscoverymcs.registry.v1.DeleteExportResponse
+	(*ExportContent)(nil),           // 30: globaldiscoverymcs.registry.v1.ExportContent
+	(*SyncExportsRequest)(nil),      // 31: globaldiscoverymcs.registry.v1.SyncExportsRequest
+	(*ExportResult)(nil),            // 32: globaldiscoverymcs.registry.v1.ExportResult
+	(*SyncExportsResponse)(nil),     // 33: globaldiscoverymcs.registry.v1.SyncExportsResponse
+	(*ListExportsRequest)(nil),      // 34: globaldiscoverymcs.registry.v1.ListExportsRequest
+	(*ListExportsResponse)(nil),     // 35: globaldiscoverymcs.registry.v1.ListExportsResponse
+	(*UnreadableItem)(nil),          // 36: globaldiscoverymcs.registry.v1.UnreadableItem
+	(*ImportSpec)(nil),              // 37: globaldiscoverymcs.registry.v1.ImportSpec
+	(*ImportCluster)(nil),           // 38: globaldiscoverymcs.registry.v1.ImportCluster
+	(*ServiceImport)(nil),           // 39: globaldiscoverymcs.registry.v1.ServiceImport
+	(*ListImportsRequest)(nil),      // 40: globaldiscoverymcs.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),     // 41: globaldiscoverymcs.registry.v1.ListImportsResponse
+	(*WatchImportsRequest)(nil),     // 42: globaldiscoverymcs.registry.v1.WatchImportsRequest
+	(*WatchImportsResponse)(nil),    // 43: globaldiscoverymcs.registry.v1.WatchImportsResponse
+	(*ImportDelta)(nil),             // 44: globaldiscoverymcs.registry.v1.ImportDelta
+	(*ImportHeader)(nil),            // 45: globaldiscoverymcs.registry.v1.ImportHeader
+	nil,                             // 46: globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	nil,                             // 47: globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	nil,                             // 48: globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	nil,                             // 49: globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	(*durationpb.Duration)(nil),     // 50: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 51: google.protobuf.Timestamp
 }
 var file_globaldiscoverymcs_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: globaldiscoverymcs.registry.v1.Lease.state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	49, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
-	50, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
-	50, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
-	49, // 4: globaldiscoverymcs.registry.v1.Lease.replication_lag:type_name -> google.protobuf.Duration
-	4,  // 5: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
-	50, // 6: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
-	49, // 7: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
-	5,  // 8: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	5,  // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	5,  // 10: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
-	12, // 11: globaldiscoverymcs.registry.v1.ListClustersResponse.replication_lags:type_name -> globaldiscoverymcs.registry.v1.ReplicationLag
-	49, // 12: globaldiscoverymcs.registry.v1.ReplicationLag.lag:type_name -> google.protobuf.Duration
-	15, // 13: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	50, // 1: globaldiscoverymcs.registry.v1.Lease.duration:type_name -> google.protobuf.Duration
+	51, // 2: globaldiscoverymcs.registry.v1.Lease.renew_time:type_name -> google.protobuf.Timestamp
+	51, // 3: globaldiscoverymcs.registry.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	50, // 4: globaldiscoverymcs.registry.v1.Lease.replication_lag:type_name -> google.protobuf.Duration
+	5,  // 5: globaldiscoverymcs.registry.v1.Cluster.lease:type_name -> globaldiscoverymcs.registry.v1.Lease
+	51, // 6: globaldiscoverymcs.registry.v1.Cluster.register_time:type_name -> google.protobuf.Timestamp
+	50, // 7: globaldiscoverymcs.registry.v1.RegisterClusterRequest.lease_duration:type_name -> google.protobuf.Duration
+	6,  // 8: globaldiscoverymcs.registry.v1.RegisterClusterResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	6,  // 9: globaldiscoverymcs.registry.v1.RenewLeaseResponse.cluster:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	6,  // 10: globaldiscoverymcs.registry.v1.ListClustersResponse.clusters:type_name -> globaldiscoverymcs.registry.v1.Cluster
+	13, // 11: globaldiscoverymcs.registry.v1.ListClustersResponse.replication_lags:type_name -> globaldiscoverymcs.registry.v1.ReplicationLag
+	50, // 12: globaldiscoverymcs.registry.v1.ReplicationLag.lag:type_name -> google.protobuf.Duration
+	16, // 13: globaldiscoverymcs.registry.v1.ExportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
 	2,  // 14: globaldiscoverymcs.registry.v1.ExportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	16, // 15: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	45, // 16: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
-	46, // 17: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
-	19, // 18: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
-	21, // 19: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
-	20, // 20: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
-	3,  // 21: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	15, // 22: globaldiscoverymcs.registry.v1.ExportVerdict.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	15, // 23: globaldiscoverymcs.registry.v1.ExportVerdict.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	17, // 24: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	18, // 25: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	22, // 26: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	50, // 27: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
-	50, // 28: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
-	17, // 29: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	18, // 30: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	22, // 31: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	24, // 32: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
-	23, // 33: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	17, // 34: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	17, // 35: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	18, // 36: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
-	22, // 37: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	29, // 38: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
-	17, // 39: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	23, // 40: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
-	31, // 41: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
-	24, // 42: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
-	35, // 43: globaldiscoverymcs.registry.v1.ListExportsResponse.unreadable:type_name -> globaldiscoverymcs.registry.v1.UnreadableItem
-	17, // 44: globaldiscoverymcs.registry.v1.UnreadableItem.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	15, // 45: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	2,  // 46: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
-	16, // 47: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
-	47, // 48: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
-	48, // 49: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
-	50, // 50: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
-	3,  // 51: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	22, // 52: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
-	15, // 53: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	15, // 54: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
-	50, // 55: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 56: globaldiscoverymcs.registry.v1.ImportCluster.lease_state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
-	17, // 57: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	36, // 58: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	37, // 59: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	3,  // 60: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	38, // 61: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	38, // 62: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
-	17, // 63: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	43, // 64: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
-	50, // 65: globaldiscoverymcs.registry.v1.WatchImportsResponse.started_empty:type_name -> google.protobuf.Timestamp
-	17, // 66: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
-	44, // 67: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
-	37, // 68: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
-	36, // 69: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
-	3,  // 70: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
-	6,  // 71: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
-	8,  // 72: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
-	10, // 73: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
-	13, // 74: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
-	25, // 75: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
-	27, // 76: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
-	30, // 77: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
-	33, // 78: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
-	39, // 79: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
-	41, // 80: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
-	7,  // 81: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
-	9,  // 82: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
-	11, // 83: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
-	14, // 84: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
-	26, // 85: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
-	28, // 86: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
-	32, // 87: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
-	34, // 88: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
-	40, // 89: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
-	42, // 90: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
-	81, // [81:91] is the sub-list for method output_type
-	71, // [71:81] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	17, // 15: globaldiscoverymcs.registry.v1.ExportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	46, // 16: globaldiscoverymcs.registry.v1.ExportSpec.exported_labels:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedLabelsEntry
+	47, // 17: globaldiscoverymcs.registry.v1.ExportSpec.exported_annotations:type_name -> globaldiscoverymcs.registry.v1.ExportSpec.ExportedAnnotationsEntry
+	3,  // 18: globaldiscoverymcs.registry.v1.ExportSpec.locality:type_name -> globaldiscoverymcs.registry.v1.LocalityTier
+	20, // 19: globaldiscoverymcs.registry.v1.Endpoint.conditions:type_name -> globaldiscoverymcs.registry.v1.EndpointConditions
+	22, // 20: globaldiscoverymcs.registry.v1.EndpointGroup.ports:type_name -> globaldiscoverymcs.registry.v1.EndpointPort
+	21, // 21: globaldiscoverymcs.registry.v1.EndpointGroup.endpoints:type_name -> globaldiscoverymcs.registry.v1.Endpoint
+	4,  // 22: globaldiscoverymcs.registry.v1.ExportVerdict.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	16, // 23: globaldiscoverymcs.registry.v1.ExportVerdict.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	16, // 24: globaldiscoverymcs.registry.v1.ExportVerdict.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	18, // 25: globaldiscoverymcs.registry.v1.Export.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	19, // 26: globaldiscoverymcs.registry.v1.Export.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	23, // 27: globaldiscoverymcs.registry.v1.Export.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	51, // 28: globaldiscoverymcs.registry.v1.Export.create_time:type_name -> google.protobuf.Timestamp
+	51, // 29: globaldiscoverymcs.registry.v1.Export.update_time:type_name -> google.protobuf.Timestamp
+	18, // 30: globaldiscoverymcs.registry.v1.PutExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	19, // 31: globaldiscoverymcs.registry.v1.PutExportRequest.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	23, // 32: globaldiscoverymcs.registry.v1.PutExportRequest.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	25, // 33: globaldiscoverymcs.registry.v1.PutExportResponse.export:type_name -> globaldiscoverymcs.registry.v1.Export
+	24, // 34: globaldiscoverymcs.registry.v1.PutExportResponse.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	18, // 35: globaldiscoverymcs.registry.v1.DeleteExportRequest.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	18, // 36: globaldiscoverymcs.registry.v1.ExportContent.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	19, // 37: globaldiscoverymcs.registry.v1.ExportContent.spec:type_name -> globaldiscoverymcs.registry.v1.ExportSpec
+	23, // 38: globaldiscoverymcs.registry.v1.ExportContent.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	30, // 39: globaldiscoverymcs.registry.v1.SyncExportsRequest.exports:type_name -> globaldiscoverymcs.registry.v1.ExportContent
+	18, // 40: globaldiscoverymcs.registry.v1.ExportResult.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	24, // 41: globaldiscoverymcs.registry.v1.ExportResult.verdict:type_name -> globaldiscoverymcs.registry.v1.ExportVerdict
+	32, // 42: globaldiscoverymcs.registry.v1.SyncExportsResponse.results:type_name -> globaldiscoverymcs.registry.v1.ExportResult
+	25, // 43: globaldiscoverymcs.registry.v1.ListExportsResponse.exports:type_name -> globaldiscoverymcs.registry.v1.Export
+	36, // 44: globaldiscoverymcs.registry.v1.ListExportsResponse.unreadable:type_name -> globaldiscoverymcs.registry.v1.UnreadableItem
+	18, // 45: globaldiscoverymcs.registry.v1.UnreadableItem.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	16, // 46: globaldiscoverymcs.registry.v1.ImportSpec.ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	2,  // 47: globaldiscoverymcs.registry.v1.ImportSpec.type:type_name -> globaldiscoverymcs.registry.v1.ServiceType
+	17, // 48: globaldiscoverymcs.registry.v1.ImportSpec.session_affinity_config:type_name -> globaldiscoverymcs.registry.v1.SessionAffinityConfig
+	48, // 49: globaldiscoverymcs.registry.v1.ImportSpec.labels:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.LabelsEntry
+	49, // 50: globaldiscoverymcs.registry.v1.ImportSpec.annotations:type_name -> globaldiscoverymcs.registry.v1.ImportSpec.AnnotationsEntry
+	3,  // 51: globaldiscoverymcs.registry.v1.ImportSpec.locality:type_name -> globaldiscoverymcs.registry.v1.LocalityTier
+	51, // 52: globaldiscoverymcs.registry.v1.ImportCluster.export_create_time:type_name -> google.protobuf.Timestamp
+	4,  // 53: globaldiscoverymcs.registry.v1.ImportCluster.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	23, // 54: globaldiscoverymcs.registry.v1.ImportCluster.endpoint_groups:type_name -> globaldiscoverymcs.registry.v1.EndpointGroup
+	16, // 55: globaldiscoverymcs.registry.v1.ImportCluster.missing_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	16, // 56: globaldiscoverymcs.registry.v1.ImportCluster.excluded_ports:type_name -> globaldiscoverymcs.registry.v1.ServicePort
+	51, // 57: globaldiscoverymcs.registry.v1.ImportCluster.export_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 58: globaldiscoverymcs.registry.v1.ImportCluster.lease_state:type_name -> globaldiscoverymcs.registry.v1.LeaseState
+	18, // 59: globaldiscoverymcs.registry.v1.ServiceImport.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	37, // 60: globaldiscoverymcs.registry.v1.ServiceImport.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	38, // 61: globaldiscoverymcs.registry.v1.ServiceImport.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	4,  // 62: globaldiscoverymcs.registry.v1.ServiceImport.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	39, // 63: globaldiscoverymcs.registry.v1.ListImportsResponse.imports:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	39, // 64: globaldiscoverymcs.registry.v1.WatchImportsResponse.upserts:type_name -> globaldiscoverymcs.registry.v1.ServiceImport
+	18, // 65: globaldiscoverymcs.registry.v1.WatchImportsResponse.deletes:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	44, // 66: globaldiscoverymcs.registry.v1.WatchImportsResponse.deltas:type_name -> globaldiscoverymcs.registry.v1.ImportDelta
+	51, // 67: globaldiscoverymcs.registry.v1.WatchImportsResponse.started_empty:type_name -> google.protobuf.Timestamp
+	18, // 68: globaldiscoverymcs.registry.v1.ImportDelta.service:type_name -> globaldiscoverymcs.registry.v1.ServiceKey
+	45, // 69: globaldiscoverymcs.registry.v1.ImportDelta.header:type_name -> globaldiscoverymcs.registry.v1.ImportHeader
+	38, // 70: globaldiscoverymcs.registry.v1.ImportDelta.clusters:type_name -> globaldiscoverymcs.registry.v1.ImportCluster
+	37, // 71: globaldiscoverymcs.registry.v1.ImportHeader.spec:type_name -> globaldiscoverymcs.registry.v1.ImportSpec
+	4,  // 72: globaldiscoverymcs.registry.v1.ImportHeader.conflicts:type_name -> globaldiscoverymcs.registry.v1.ConflictReason
+	7,  // 73: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:input_type -> globaldiscoverymcs.registry.v1.RegisterClusterRequest
+	9,  // 74: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:input_type -> globaldiscoverymcs.registry.v1.RenewLeaseRequest
+	11, // 75: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:input_type -> globaldiscoverymcs.registry.v1.ListClustersRequest
+	14, // 76: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:input_type -> globaldiscoverymcs.registry.v1.DeleteClusterRequest
+	26, // 77: globaldiscoverymcs.registry.v1.RegistryService.PutExport:input_type -> globaldiscoverymcs.registry.v1.PutExportRequest
+	28, // 78: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:input_type -> globaldiscoverymcs.registry.v1.DeleteExportRequest
+	31, // 79: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:input_type -> globaldiscoverymcs.registry.v1.SyncExportsRequest
+	34, // 80: globaldiscoverymcs.registry.v1.RegistryService.ListExports:input_type -> globaldiscoverymcs.registry.v1.ListExportsRequest
+	40, // 81: globaldiscoverymcs.registry.v1.RegistryService.ListImports:input_type -> globaldiscoverymcs.registry.v1.ListImportsRequest
+	42, // 82: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:input_type -> globaldiscoverymcs.registry.v1.WatchImportsRequest
+	8,  // 83: globaldiscoverymcs.registry.v1.RegistryService.RegisterCluster:output_type -> globaldiscoverymcs.registry.v1.RegisterClusterResponse
+	10, // 84: globaldiscoverymcs.registry.v1.RegistryService.RenewLease:output_type -> globaldiscoverymcs.registry.v1.RenewLeaseResponse
+	12, // 85: globaldiscoverymcs.registry.v1.RegistryService.ListClusters:output_type -> globaldiscoverymcs.registry.v1.ListClustersResponse
+	15, // 86: globaldiscoverymcs.registry.v1.RegistryService.DeleteCluster:output_type -> globaldiscoverymcs.registry.v1.DeleteClusterResponse
+	27, // 87: globaldiscoverymcs.registry.v1.RegistryService.PutExport:output_type -> globaldiscoverymcs.registry.v1.PutExportResponse
+	29, // 88: globaldiscoverymcs.registry.v1.RegistryService.DeleteExport:output_type -> globaldiscoverymcs.registry.v1.DeleteExportResponse
+	33, // 89: globaldiscoverymcs.registry.v1.RegistryService.SyncExports:output_type -> globaldiscoverymcs.registry.v1.SyncExportsResponse
+	35, // 90: globaldiscoverymcs.registry.v1.RegistryService.ListExports:output_type -> globaldiscoverymcs.registry.v1.ListExportsResponse
+	41, // 91: globaldiscoverymcs.registry.v1.RegistryService.ListImports:output_type -> globaldiscoverymcs.registry.v1.ListImportsResponse
+	43, // 92: globaldiscoverymcs.registry.v1.RegistryService.WatchImports:output_type -> globaldiscoverymcs.registry.v1.WatchImportsResponse
+	83, // [83:93] is the sub-list for method output_type
+	73, // [73:83] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_globaldiscoverymcs_registry_v1_registry_proto_init() }
@@ -3626,7 +3733,7 @@ func file_globaldiscoverymcs_registry_v1_registry_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc), len(file_globaldiscoverymcs_registry_v1_registry_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,

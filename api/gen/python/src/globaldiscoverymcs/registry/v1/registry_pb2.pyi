@@ -10,6 +10,7 @@ CONFLICT_REASON_ANNOTATIONS_CONFLICT: ConflictReason
 CONFLICT_REASON_INTERNAL_TRAFFIC_POLICY_CONFLICT: ConflictReason
 CONFLICT_REASON_IP_FAMILY_CONFLICT: ConflictReason
 CONFLICT_REASON_LABELS_CONFLICT: ConflictReason
+CONFLICT_REASON_LOCALITY_CONFLICT: ConflictReason
 CONFLICT_REASON_PORT_CONFLICT: ConflictReason
 CONFLICT_REASON_SESSION_AFFINITY_CONFIG_CONFLICT: ConflictReason
 CONFLICT_REASON_SESSION_AFFINITY_CONFLICT: ConflictReason
@@ -23,6 +24,10 @@ LEASE_STATE_ACTIVE: LeaseState
 LEASE_STATE_EXPIRED: LeaseState
 LEASE_STATE_HELD_REPLICATION: LeaseState
 LEASE_STATE_UNSPECIFIED: LeaseState
+LOCALITY_TIER_ANY: LocalityTier
+LOCALITY_TIER_CLUSTER: LocalityTier
+LOCALITY_TIER_REGION: LocalityTier
+LOCALITY_TIER_UNSPECIFIED: LocalityTier
 SERVICE_TYPE_CLUSTER_SET_IP: ServiceType
 SERVICE_TYPE_HEADLESS: ServiceType
 SERVICE_TYPE_UNSPECIFIED: ServiceType
@@ -158,7 +163,7 @@ class ExportResult(_message.Message):
     def __init__(self, service: _Optional[_Union[ServiceKey, _Mapping]] = ..., verdict: _Optional[_Union[ExportVerdict, _Mapping]] = ...) -> None: ...
 
 class ExportSpec(_message.Message):
-    __slots__ = ["exported_annotations", "exported_labels", "internal_traffic_policy", "ip_families", "ports", "session_affinity", "session_affinity_config", "traffic_distribution", "type"]
+    __slots__ = ["exported_annotations", "exported_labels", "internal_traffic_policy", "ip_families", "locality", "ports", "session_affinity", "session_affinity_config", "traffic_distribution", "type"]
     class ExportedAnnotationsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +182,7 @@ class ExportSpec(_message.Message):
     EXPORTED_LABELS_FIELD_NUMBER: _ClassVar[int]
     INTERNAL_TRAFFIC_POLICY_FIELD_NUMBER: _ClassVar[int]
     IP_FAMILIES_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     SESSION_AFFINITY_CONFIG_FIELD_NUMBER: _ClassVar[int]
     SESSION_AFFINITY_FIELD_NUMBER: _ClassVar[int]
@@ -186,12 +192,13 @@ class ExportSpec(_message.Message):
     exported_labels: _containers.ScalarMap[str, str]
     internal_traffic_policy: str
     ip_families: _containers.RepeatedScalarFieldContainer[str]
+    locality: _containers.RepeatedScalarFieldContainer[LocalityTier]
     ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
     session_affinity: str
     session_affinity_config: SessionAffinityConfig
     traffic_distribution: str
     type: ServiceType
-    def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[_Union[ServiceType, str]] = ..., session_affinity: _Optional[str] = ..., session_affinity_config: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ip_families: _Optional[_Iterable[str]] = ..., internal_traffic_policy: _Optional[str] = ..., traffic_distribution: _Optional[str] = ..., exported_labels: _Optional[_Mapping[str, str]] = ..., exported_annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[_Union[ServiceType, str]] = ..., session_affinity: _Optional[str] = ..., session_affinity_config: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ip_families: _Optional[_Iterable[str]] = ..., internal_traffic_policy: _Optional[str] = ..., traffic_distribution: _Optional[str] = ..., exported_labels: _Optional[_Mapping[str, str]] = ..., exported_annotations: _Optional[_Mapping[str, str]] = ..., locality: _Optional[_Iterable[_Union[LocalityTier, str]]] = ...) -> None: ...
 
 class ExportVerdict(_message.Message):
     __slots__ = ["conflicts", "excluded_ports", "missing_ports", "participating", "winning_cluster_id"]
@@ -208,7 +215,7 @@ class ExportVerdict(_message.Message):
     def __init__(self, conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., winning_cluster_id: _Optional[str] = ..., participating: bool = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ...) -> None: ...
 
 class ImportCluster(_message.Message):
-    __slots__ = ["cluster_id", "conflicts", "endpoint_groups", "excluded_ports", "export_create_time", "export_update_time", "held_region", "lease_state", "missing_ports"]
+    __slots__ = ["cluster_id", "conflicts", "endpoint_groups", "excluded_ports", "export_create_time", "export_update_time", "held_region", "lease_state", "missing_ports", "region"]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_GROUPS_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +225,7 @@ class ImportCluster(_message.Message):
     HELD_REGION_FIELD_NUMBER: _ClassVar[int]
     LEASE_STATE_FIELD_NUMBER: _ClassVar[int]
     MISSING_PORTS_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     conflicts: _containers.RepeatedScalarFieldContainer[ConflictReason]
     endpoint_groups: _containers.RepeatedCompositeFieldContainer[EndpointGroup]
@@ -227,7 +235,8 @@ class ImportCluster(_message.Message):
     held_region: str
     lease_state: LeaseState
     missing_ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
-    def __init__(self, cluster_id: _Optional[str] = ..., export_create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., endpoint_groups: _Optional[_Iterable[_Union[EndpointGroup, _Mapping]]] = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., export_update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_state: _Optional[_Union[LeaseState, str]] = ..., held_region: _Optional[str] = ...) -> None: ...
+    region: str
+    def __init__(self, cluster_id: _Optional[str] = ..., export_create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ..., endpoint_groups: _Optional[_Iterable[_Union[EndpointGroup, _Mapping]]] = ..., missing_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., excluded_ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., export_update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_state: _Optional[_Union[LeaseState, str]] = ..., held_region: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
 
 class ImportDelta(_message.Message):
     __slots__ = ["clusters", "header", "removed_cluster_ids", "service"]
@@ -252,7 +261,7 @@ class ImportHeader(_message.Message):
     def __init__(self, spec: _Optional[_Union[ImportSpec, _Mapping]] = ..., winning_cluster_id: _Optional[str] = ..., conflicts: _Optional[_Iterable[_Union[ConflictReason, str]]] = ...) -> None: ...
 
 class ImportSpec(_message.Message):
-    __slots__ = ["annotations", "internal_traffic_policy", "ip_families", "labels", "ports", "session_affinity", "session_affinity_config", "traffic_distribution", "type"]
+    __slots__ = ["annotations", "internal_traffic_policy", "ip_families", "labels", "locality", "ports", "session_affinity", "session_affinity_config", "traffic_distribution", "type"]
     class AnnotationsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +280,7 @@ class ImportSpec(_message.Message):
     INTERNAL_TRAFFIC_POLICY_FIELD_NUMBER: _ClassVar[int]
     IP_FAMILIES_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LOCALITY_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     SESSION_AFFINITY_CONFIG_FIELD_NUMBER: _ClassVar[int]
     SESSION_AFFINITY_FIELD_NUMBER: _ClassVar[int]
@@ -280,12 +290,13 @@ class ImportSpec(_message.Message):
     internal_traffic_policy: str
     ip_families: _containers.RepeatedScalarFieldContainer[str]
     labels: _containers.ScalarMap[str, str]
+    locality: _containers.RepeatedScalarFieldContainer[LocalityTier]
     ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
     session_affinity: str
     session_affinity_config: SessionAffinityConfig
     traffic_distribution: str
     type: ServiceType
-    def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[_Union[ServiceType, str]] = ..., session_affinity: _Optional[str] = ..., session_affinity_config: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ip_families: _Optional[_Iterable[str]] = ..., internal_traffic_policy: _Optional[str] = ..., traffic_distribution: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[_Union[ServiceType, str]] = ..., session_affinity: _Optional[str] = ..., session_affinity_config: _Optional[_Union[SessionAffinityConfig, _Mapping]] = ..., ip_families: _Optional[_Iterable[str]] = ..., internal_traffic_policy: _Optional[str] = ..., traffic_distribution: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., locality: _Optional[_Iterable[_Union[LocalityTier, str]]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ["duration", "expire_time", "renew_region", "renew_time", "replication_lag", "state"]
@@ -540,6 +551,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ServiceType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class LocalityTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ConflictReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
