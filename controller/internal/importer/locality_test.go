@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -71,6 +72,8 @@ func TestLocalityHints(t *testing.T) {
 	r.DefaultLocality = []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION}
 	var tiers []string
 	r.Metrics.Tier = func(ns, name, tier string, changed bool) { tiers = append(tiers, fmt.Sprintf("%s %v", tier, changed)) }
+	rec := events.NewFakeRecorder(16)
+	r.Recorder = rec
 
 	step := func(name string, want map[string]string, status metav1.ConditionStatus, reason string) {
 		t.Helper()
@@ -112,6 +115,14 @@ func TestLocalityHints(t *testing.T) {
 
 	if want := []string{"cluster false", "region true", "any true", "region true"}; !slices.Equal(tiers, want) {
 		t.Fatalf("tier reports %v, want %v", tiers, want)
+	}
+	// One Event per change, none for the first tier.
+	var got []string
+	for len(rec.Events) > 0 {
+		got = append(got, <-rec.Events)
+	}
+	if len(got) != 3 || !strings.Contains(got[0], "LocalityChanged traffic moves from tier cluster to tier region") {
+		t.Fatalf("Events %q, want three LocalityChanged", got)
 	}
 }
 
