@@ -85,9 +85,7 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // StartClusters starts the clusters in parallel and stops them when the test ends. Each has
-// its own etcd, its own service CIDR (10.<96+i>.0.0/16) and an admin kubeconfig file. In a
-// package that keeps spare clusters (KeepSpareClusters), clusters without nodes were
-// started ahead, while the tests before ran.
+// its own etcd, its own service CIDR (10.<96+i>.0.0/16) and an admin kubeconfig file.
 func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	tb.Helper()
 	assets := K8sAssets(tb)
@@ -109,12 +107,6 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	nodes := make([]*Node, len(opts.Names))
 	var wg sync.WaitGroup
 	for i, name := range opts.Names {
-		if !opts.Nodes {
-			if s := spareClusters.take(spareKey{i, !opts.SkipCRDs}); s != nil {
-				clusters[i], errs[i] = s.adopt(tb, name, opts.Dir)
-				continue
-			}
-		}
 		ports := clusterPorts{apiServer: FreePort(tb), etcd: FreePort(tb), etcdPeer: FreePort(tb)}
 		serviceCIDR := serviceCIDR(i)
 		certDir := ""
@@ -144,13 +136,12 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	}
 	if opts.Nodes {
 		startWithNodes(tb, clusters, nodes)
-	} else {
-		for i := range opts.Names {
-			spareClusters.refill(spareKey{i, !opts.SkipCRDs}, assets, crds)
-		}
 	}
 	return clusters
 }
+
+// serviceCIDR is the service range of the cluster at place i of StartClusters.
+func serviceCIDR(i int) string { return fmt.Sprintf("10.%d.0.0/16", 96+i) }
 
 // clusterPorts are the ports of one cluster's control plane.
 type clusterPorts struct{ apiServer, etcd, etcdPeer int }

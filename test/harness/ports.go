@@ -35,7 +35,7 @@ func FreePort(tb testing.TB) int {
 	return port
 }
 
-// freePort is FreePort for what runs outside a test (spare clusters).
+// freePort is FreePort without a test to fail.
 func freePort() (int, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()

@@ -51,7 +51,7 @@ func TestAdmin(t *testing.T) {
 	}
 
 	out, err = admin("--store=dynamodb", "--region="+d.Region, "--table="+table, "describe", "--clusterset=prod")
-	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  2/2") {
+	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  (default)  2/2") {
 		t.Fatalf("describe: %v\n%s", err, out)
 	}
 	// The manual's --clusterset is the deprecated name of --clusterset-id: it works and says so.
@@ -129,7 +129,7 @@ func TestAdminThroughRegistry(t *testing.T) {
 	seed(c, "usw2-a")
 	url := "--registry-rest-url=http://" + reg.RESTAddr
 	out, err := execAdminRegistry(t, url, "describe", "--clusterset=prod")
-	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  2/2") {
+	if err != nil || !strings.Contains(out, "use1-a   us-east-1  LEASE_STATE_ACTIVE") || !strings.Contains(out, "dynamo     my-dgd-pool-relay  usw2-a   CLUSTER_SET_IP  http/TCP/80  (default)  2/2") {
 		t.Fatalf("describe through the registry: %v\n%s", err, out)
 	}
 	var desc struct {

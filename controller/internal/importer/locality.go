@@ -107,7 +107,9 @@ func LocalityFor(imp *registryv1.ServiceImport, def []registryv1.LocalityTier, c
 		s := locality.Source{ClusterID: c.GetClusterId(), Region: c.GetRegion()}
 		for _, g := range c.GetEndpointGroups() {
 			for _, e := range g.GetEndpoints() {
-				if r := e.GetConditions().Ready; r == nil || *r {
+				// An endpoint without conditions (the registry accepts it) is ready, as
+				// an EndpointSlice consumer reads it.
+				if c := e.GetConditions(); c == nil || c.Ready == nil || *c.Ready {
 					s.Ready++
 				}
 			}
