@@ -54,7 +54,23 @@ type replication struct {
 	seq   int64
 	sent  map[int64]time.Time
 	peers map[string]*peer // by "<region>#<replica>"
+	// peaks are, by region, the highest lag bound of the last lagPeakWindow.
+	peaks map[string]lagPeak
 }
+
+// lagPeak is a lag bound and when it was last that high.
+type lagPeak struct {
+	lag time.Duration
+	at  time.Time
+}
+
+// lagPeakWindow is how long a lag bound is kept after it falls. When replication resumes
+// after a stall, the first heartbeat ends the silence at once, while the writes queued
+// with it — the renewals of the clusters held meanwhile — are still being applied, in no
+// order Global Tables guarantee across items: a bound that fell at once expired those
+// clusters until their renewals landed (a test saw 100–280 ms without their endpoints).
+// A held lease stays bounded by the hold all the same.
+const lagPeakWindow = 10 * time.Second
 
 type peer struct {
 	region   string
@@ -69,7 +85,7 @@ func newReplication(o ReplicationOptions) *replication {
 	if o.Interval <= 0 {
 		o.Interval = 2 * time.Second
 	}
-	return &replication{region: o.Region, replica: o.Replica, interval: o.Interval, sent: map[int64]time.Time{}, peers: map[string]*peer{}}
+	return &replication{region: o.Region, replica: o.Replica, interval: o.Interval, sent: map[int64]time.Time{}, peers: map[string]*peer{}, peaks: map[string]lagPeak{}}
 }
 
 func (r *replication) self() string { return r.region + "#" + r.replica }
@@ -194,9 +210,26 @@ func (st *Store) ReplicationLag() map[string]time.Duration {
 // ReplicationLagBound is ReplicationLag with the whole round trip in place of its half: a
 // bound of the lag that holds when replication is lopsided. After a stall, the first
 // heartbeats to arrive were held up one way only, and half their round trip is half the
-// stall; leases are judged by the bound (package lease).
+// stall; leases are judged by the bound (package lease). A bound that falls is kept for
+// lagPeakWindow.
 func (st *Store) ReplicationLagBound() map[string]time.Duration {
-	return st.lag(func(p *peer) time.Duration { return p.rtt })
+	out := st.lag(func(p *peer) time.Duration { return p.rtt })
+	r := st.replication
+	if r == nil {
+		return out
+	}
+	now := st.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for region, lag := range out {
+		pk, ok := r.peaks[region]
+		if !ok || lag >= pk.lag || now.Sub(pk.at) > lagPeakWindow {
+			r.peaks[region] = lagPeak{lag: lag, at: now}
+			continue
+		}
+		out[region] = pk.lag
+	}
+	return out
 }
 
 // lag is, for each other region, the least of its replicas' path lags plus the silence
