@@ -19,7 +19,6 @@ import (
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
 func node(name, zone string) *corev1.Node {
@@ -33,12 +32,8 @@ func node(name, zone string) *corev1.Node {
 // hintsOf lists each source cluster's zone hints, as kube-proxy reads them: "-" for none.
 func hintsOf(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
-	var list discoveryv1.EndpointSliceList
-	if err := c.List(context.Background(), &list, client.InNamespace("dynamo"), client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy}); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, s := range list.Items {
+	for _, s := range imported(t, c) {
 		for _, e := range s.Endpoints {
 			h := "-"
 			if e.Hints != nil {

@@ -112,15 +112,21 @@ func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-// slicesOf lists the EndpointSlices of the derived Service: cluster → addresses.
-func slicesOf(t *testing.T, c client.Client) map[string]string {
+// imported lists the imported EndpointSlices of namespace dynamo.
+func imported(t *testing.T, c client.Client) []discoveryv1.EndpointSlice {
 	t.Helper()
 	var list discoveryv1.EndpointSliceList
 	if err := c.List(context.Background(), &list, client.InNamespace("dynamo"), client.MatchingLabels{discoveryv1.LabelManagedBy: names.ManagedBy}); err != nil {
 		t.Fatal(err)
 	}
+	return list.Items
+}
+
+// slicesOf lists the EndpointSlices of the derived Service: cluster → addresses.
+func slicesOf(t *testing.T, c client.Client) map[string]string {
+	t.Helper()
 	out := map[string]string{}
-	for _, s := range list.Items {
+	for _, s := range imported(t, c) {
 		var addrs []string
 		for _, e := range s.Endpoints {
 			addrs = append(addrs, e.Addresses...)

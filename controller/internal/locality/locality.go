@@ -173,15 +173,10 @@ func hintProblem(in Input) string {
 	return strings.Join(p, "; ")
 }
 
+// reasonOf is a tier's condition reason: its name, capitalized.
 func reasonOf(t registryv1.LocalityTier) string {
-	switch t {
-	case registryv1.LocalityTier_LOCALITY_TIER_CLUSTER:
-		return ReasonCluster
-	case registryv1.LocalityTier_LOCALITY_TIER_REGION:
-		return ReasonRegion
-	default:
-		return ReasonAny
-	}
+	n := Name(t)
+	return strings.ToUpper(n[:1]) + n[1:]
 }
 
 func scope(t registryv1.LocalityTier, in Input) string {
