@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -147,6 +148,10 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	return cur, nil
 }
 
+// sliceWriters bounds the slice writes of one import that run at once (an import's
+// reconcile; --import-workers bounds how many run).
+const sliceWriters = 4
+
 // applySlices writes the plan of the import's slices. A write the API server refuses for
 // good (see refusal) costs only the source cluster whose slice it is: the other clusters'
 // slices are still written, and the refusals are returned by source cluster for the
@@ -166,8 +171,13 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 		return nil, nil, err
 	}
 	plan := PlanSlices(cur.Items, want, svc)
-	var errs []error
+	var (
+		mu   sync.Mutex // guards errs and refused: updates and creates run side by side
+		errs []error
+	)
 	failed := func(s *discoveryv1.EndpointSlice, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if !isRefusal(err) {
 			errs = append(errs, err)
 			return
@@ -176,8 +186,10 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 		if refused == nil {
 			refused = map[string]Refusal{}
 		}
-		if _, seen := refused[cluster]; !seen {
-			refused[cluster] = Refusal{Cluster: cluster, Object: "EndpointSlice " + s.Namespace + "/" + s.Name, Message: cutMessage(apiMessage(err))}
+		// One refusal per cluster: its first slice by name, whatever order the writes end in.
+		object := "EndpointSlice " + s.Namespace + "/" + s.Name
+		if prev, seen := refused[cluster]; !seen || object < prev.Object {
+			refused[cluster] = Refusal{Cluster: cluster, Object: object, Message: cutMessage(apiMessage(err))}
 		}
 	}
 	stillThere := map[string]bool{} // a failed delete: its replacement waits for the retry
@@ -195,23 +207,34 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 		}
 		r.write("EndpointSlice", "delete")
 	}
+	// The slices of one import are independent objects: a tier change writes the slices of
+	// two source clusters, a large import ten or more, and each write waits for the API
+	// server. They go side by side, a few at a time.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, sliceWriters)
+	write := func(s *discoveryv1.EndpointSlice, op string, do func() error) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := do(); err != nil {
+				failed(s, err)
+				return
+			}
+			r.write("EndpointSlice", op)
+		}()
+	}
 	for _, u := range plan.Update {
-		if err := r.Client.Update(ctx, u); err != nil {
-			failed(u, err)
-			continue
-		}
-		r.write("EndpointSlice", "update")
+		write(u, "update", func() error { return r.Client.Update(ctx, u) })
 	}
 	for _, w := range plan.Create {
 		if stillThere[w.Name] {
 			continue
 		}
-		if err := r.Client.Create(ctx, w); err != nil {
-			failed(w, err)
-			continue
-		}
-		r.write("EndpointSlice", "create")
+		write(w, "create", func() error { return r.Client.Create(ctx, w) })
 	}
+	wg.Wait()
 	slices.Sort(kept)
 	return refused, kept, errors.Join(errs...)
 }

@@ -250,8 +250,37 @@ func (r *Reconciler) setHeld(reason string, key types.NamespacedName, held bool)
 	}
 }
 
-// Reconcile implements reconcile.Reconciler.
+// conflictRetry is how soon an import written from a stale cache is reconciled again.
+const conflictRetry = 200 * time.Millisecond
+
+// Reconcile implements reconcile.Reconciler. A write refused because the cached object was
+// older than this controller's own last write (a conflict; after a tier change or an
+// upgrade, several writes follow each other) is no error: the cache is about to catch up,
+// and the import is reconciled again from it.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err != nil && onlyConflicts(err) {
+		ctrl.LoggerFrom(ctx).V(1).Info("an imported object changed since the cache read it; reconciling again", "error", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return res, err
+}
+
+// onlyConflicts reports whether every error joined in err is an API conflict.
+func onlyConflicts(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		for _, e := range errs {
+			if !onlyConflicts(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	return apierrors.IsConflict(err)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	if !r.watched(req.Namespace) || req.Name == "" {
 		return reconcile.Result{}, nil
 	}

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -143,5 +146,26 @@ func TestHintZones(t *testing.T) {
 	}
 	if got := s[1].Endpoints[0].Hints.ForZones; len(got) != 1 || got[0].Name != InactiveZone {
 		t.Fatalf("inactive hints = %v", got)
+	}
+}
+
+// TestOnlyConflicts: a conflict alone, or several joined, is retried without an error; any
+// other error among them is an error.
+func TestOnlyConflicts(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "endpointslices"}, "x", errors.New("stale"))
+	other := errors.New("boom")
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{conflict, true},
+		{fmt.Errorf("update derived Service: %w", conflict), true},
+		{errors.Join(conflict, conflict), true},
+		{errors.Join(conflict, other), false},
+		{other, false},
+	} {
+		if got := onlyConflicts(tc.err); got != tc.want {
+			t.Errorf("onlyConflicts(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
