@@ -73,6 +73,7 @@ type controllerScrape struct {
 // podCounts is what one controller pod counted since it started.
 type podCounts struct {
 	cluster, pod string
+	image        string // the controller container's
 	writes       writes
 	errorsBy     map[string]float64
 }
@@ -118,6 +119,9 @@ func scrapeControllers(t *testing.T, clusters []*harness.Cluster) *controllerScr
 				}
 				pc := parseControllerMetrics(string(body))
 				pc.cluster, pc.pod = clusters[i].Name, p.Name
+				if len(p.Spec.Containers) > 0 {
+					pc.image = p.Spec.Containers[0].Image
+				}
 				s.mu.Lock()
 				s.last[p.UID] = pc
 				s.mu.Unlock()
@@ -181,6 +185,17 @@ func (c countsByPod) since(base countsByPod, cluster string) writes {
 		w.errors += pc.writes.errors - b.errors
 	}
 	return w
+}
+
+// of keeps the pods whose controller runs image.
+func (c countsByPod) of(image string, want bool) countsByPod {
+	out := countsByPod{}
+	for uid, pc := range c {
+		if (pc.image == image) == want {
+			out[uid] = pc
+		}
+	}
+	return out
 }
 
 // errorsBy names the pods and reconcilers that counted errors.

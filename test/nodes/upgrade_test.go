@@ -295,10 +295,15 @@ controller:
 		}
 		return ""
 	})
-	errs := end.since(before, "")
-	t.Logf("FIGURE reconciler errors of the controllers through the upgrade and the rollback: %d (%d scrapes of every controller pod's /metrics)", int(errs.errors), scrape.rounds())
+	// The current release's controllers must count no error. The rolled-back controller
+	// runs the earlier release, which rewrites the slices this release hinted and counts a
+	// write refused as a conflict from its stale cache as an error (this release reconciles
+	// again instead): its errors are reported, not asserted.
+	errs, earlierErrs := end.of(harness.ProjectImage, true).since(before, ""), end.of(harness.ProjectImage, false).since(before, "")
+	t.Logf("FIGURE reconciler errors of the controllers through the upgrade and the rollback: %d of the current release, %d of the earlier release's rolled-back controller (%d scrapes of every controller pod's /metrics)",
+		int(errs.errors), int(earlierErrs.errors), scrape.rounds())
 	if errs.errors > 0 {
-		t.Errorf("the controllers' reconcilers failed %d times during the upgrade: %s", int(errs.errors), end.errorsBy())
+		t.Errorf("the current release's reconcilers failed %d times during the upgrade: %s", int(errs.errors), end.of(harness.ProjectImage, true).errorsBy())
 	}
 }
 
