@@ -64,10 +64,8 @@ func readAll(t *testing.T, imp *registryv1.ServiceImport) Desired {
 		self, region = cs[0].GetClusterId(), cs[0].GetRegion()
 	}
 	zones := []string{"us-east-1a", "us-east-1b"}
-	d.Locality = LocalityFor(imp, []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION},
+	d.Localize(imp, []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION},
 		self, region, Topology{Zones: zones})
-	Hint(d.Slices, d.Locality, zones)
-	LabelSources(d.Slices, imp, self, region)
 	if n := len(d.Service.Spec.Ports); n > 1 {
 		for _, p := range d.Service.Spec.Ports {
 			if p.Name == "" {

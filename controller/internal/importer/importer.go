@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -119,7 +120,10 @@ type Reconciler struct {
 	held    map[string]map[types.NamespacedName]bool
 	refused map[string]map[types.NamespacedName]bool // by source cluster
 	tiers   map[types.NamespacedName]string          // the active locality tier by import
-	events  chan event.GenericEvent
+	topo    Topology                                 // the nodes' zones, as last read
+	// topoFresh: topo is what the cache holds; a Node event clears it.
+	topoFresh atomic.Bool
+	events    chan event.GenericEvent
 }
 
 func (r *Reconciler) watched(ns string) bool {
@@ -172,6 +176,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A node's zone decides the hints of every import: a change of the zones
 		// reconciles them all. Metadata only: the zone is a label.
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			r.nodesChanged()
 			keys := r.Imports.Keys()
 			out := make([]reconcile.Request, 0, len(keys))
 			for _, k := range keys {
@@ -330,9 +335,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	d.Locality = LocalityFor(imp, r.DefaultLocality, r.ClusterID, r.Region, topo)
-	Hint(d.Slices, d.Locality, topo.Zones)
-	LabelSources(d.Slices, imp, r.ClusterID, r.Region)
+	d.Localize(imp, r.DefaultLocality, r.ClusterID, r.Region, topo)
 	si, err := r.applyServiceImport(ctx, req.NamespacedName, d)
 	if err != nil || si == nil {
 		return reconcile.Result{}, err

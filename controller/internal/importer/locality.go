@@ -76,8 +76,30 @@ type Topology struct {
 	NodesWithoutZone int
 }
 
-// topology reads the zones of the cluster's nodes (metadata only).
+// nodesChanged marks the cached topology stale (a Node was added, deleted or moved zone).
+func (r *Reconciler) nodesChanged() { r.topoFresh.Store(false) }
+
+// topology returns the zones of the cluster's nodes, read again from the cache only after
+// a Node event: an import's reconcile does not walk every node.
 func (r *Reconciler) topology(ctx context.Context) (Topology, error) {
+	if r.topoFresh.Swap(true) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.topo, nil
+	}
+	t, err := r.readTopology(ctx)
+	if err != nil {
+		r.topoFresh.Store(false)
+		return Topology{}, err
+	}
+	r.mu.Lock()
+	r.topo = t
+	r.mu.Unlock()
+	return t, nil
+}
+
+// readTopology reads the zones of the cluster's nodes from the cache (metadata only).
+func (r *Reconciler) readTopology(ctx context.Context) (Topology, error) {
 	var nodes metav1.PartialObjectMetadataList
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	if err := r.Client.List(ctx, &nodes); err != nil {
@@ -94,6 +116,15 @@ func (r *Reconciler) topology(ctx context.Context) (Topology, error) {
 	}
 	t.Zones = slices.Sorted(maps.Keys(zones))
 	return t, nil
+}
+
+// Localize decides the import's tier and writes it into d's slices: the zone hints and the
+// source labels (what the importer adds to DesiredFor). def is the policy of an import that
+// sets none; cluster and region are the importing cluster's.
+func (d *Desired) Localize(imp *registryv1.ServiceImport, def []registryv1.LocalityTier, cluster, region string, t Topology) {
+	d.Locality = LocalityFor(imp, def, cluster, region, t)
+	Hint(d.Slices, d.Locality, t.Zones)
+	LabelSources(d.Slices, imp, cluster, region)
 }
 
 // LocalityFor decides an import's tier: the import's policy, else def.

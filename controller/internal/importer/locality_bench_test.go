@@ -43,8 +43,7 @@ func BenchmarkRehint1000Endpoints(b *testing.B) {
 	policy := []registryv1.LocalityTier{registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION}
 	before := bigImport()
 	d := DesiredFor(before)
-	Hint(d.Slices, LocalityFor(before, policy, "c0", "us-east-1", topo), topo.Zones)
-	LabelSources(d.Slices, before, "c0", "us-east-1")
+	d.Localize(before, policy, "c0", "us-east-1", topo)
 	owner := d.Service.DeepCopy()
 	owner.UID = "derived"
 	ref := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
@@ -61,9 +60,7 @@ func BenchmarkRehint1000Endpoints(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		want := DesiredFor(after)
-		dec := LocalityFor(after, policy, "c0", "us-east-1", topo)
-		Hint(want.Slices, dec, topo.Zones)
-		LabelSources(want.Slices, after, "c0", "us-east-1")
+		want.Localize(after, policy, "c0", "us-east-1", topo)
 		for _, w := range want.Slices {
 			w.OwnerReferences = ref
 		}

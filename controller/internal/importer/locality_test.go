@@ -109,6 +109,8 @@ func TestLocalityHints(t *testing.T) {
 	if err := c.Create(ctx, node("n3", "")); err != nil {
 		t.Fatal(err)
 	}
+	step("the node events not yet seen: the zones as last read", map[string]string{"use1-a": both, "use1-b": both, "euw1-a": inactive}, metav1.ConditionTrue, locality.ReasonRegion)
+	r.nodesChanged() // what the Node watch does
 	step("a node without a zone", map[string]string{"use1-a": "us-east-1a", "use1-b": "us-east-1a", "euw1-a": inactive}, metav1.ConditionFalse, locality.ReasonHintsUnavailable)
 
 	if want := []string{"cluster false", "region true", "any true", "region true"}; !slices.Equal(tiers, want) {
