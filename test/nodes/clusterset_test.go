@@ -78,16 +78,22 @@ func clusterset(t *testing.T) []*harness.Cluster {
 	})
 	if shared.clusters == nil {
 		start := time.Now()
-		labels := map[string]map[string]string{}
-		for _, id := range clustersetIDs {
-			labels[id] = map[string]string{"topology.kubernetes.io/region": clustersetRegions[id], "topology.kubernetes.io/zone": clustersetRegions[id] + "a"}
-		}
 		shared.scope.Use(t, func(tb testing.TB) {
-			shared.clusters = harness.StartClusters(tb, harness.ClusterOptions{Names: clustersetIDs, Nodes: true, NodeLabels: labels, SkipCRDs: true})
+			shared.clusters = harness.StartClusters(tb, clustersetOptions())
 		})
 		t.Logf("FIGURE the shared clusterset started (three clusters with a Ready node each): %s", time.Since(start).Round(time.Second))
 	}
 	return shared.clusters
+}
+
+// clustersetOptions start the clusters of clustersetIDs, each with one node labelled with
+// its region and zone, without CRDs (the chart installs them).
+func clustersetOptions() harness.ClusterOptions {
+	labels := map[string]map[string]string{}
+	for _, id := range clustersetIDs {
+		labels[id] = map[string]string{"topology.kubernetes.io/region": clustersetRegions[id], "topology.kubernetes.io/zone": clustersetRegions[id] + "a"}
+	}
+	return harness.ClusterOptions{Names: clustersetIDs, Nodes: true, NodeLabels: labels, SkipCRDs: true}
 }
 
 // dropClusterset stops the shared clusters, for a test that needs clusters of its own; a

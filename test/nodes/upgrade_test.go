@@ -76,13 +76,7 @@ type helmRelease struct {
 
 func upgradeUnderTraffic(t *testing.T, from earlierRelease, secure bool) {
 	start := time.Now()
-	ids := []string{"use1-a", "usw2-a", "euw1-a"}
-	labels := map[string]map[string]string{
-		"use1-a": {"topology.kubernetes.io/region": "us-east-1"},
-		"usw2-a": {"topology.kubernetes.io/region": "us-west-2"},
-		"euw1-a": {"topology.kubernetes.io/region": "eu-west-1"},
-	}
-	clusters := harness.StartClusters(t, harness.ClusterOptions{Names: ids, Nodes: true, NodeLabels: labels, SkipCRDs: true})
+	clusters := harness.StartClusters(t, clustersetOptions())
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
 	for _, c := range clusters {
 		c.ImportImage(t, from.image)
