@@ -143,6 +143,25 @@ func TestAdminThroughRegistry(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &desc) != nil || len(desc.Clusters) != 2 || len(desc.Exports) != 2 || fmt.Sprint(desc.Exports[1].Addresses) != "[10.1.0.1 10.1.0.2]" {
 		t.Fatalf("describe -o json through the registry: %v\n%s", err, out)
 	}
+	// The tier each cluster's importer uses: its own endpoints, and for a cluster of
+	// another region without endpoints of its own, every cluster.
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "euw1-a", Region: "eu-west-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var tiers struct {
+		Locality []struct {
+			Name, Policy  string
+			PolicyDefault bool
+			Tiers         []struct {
+				Tier     string
+				Clusters []string
+			}
+		}
+	}
+	out, err = execAdminRegistry(t, url, "describe", "--clusterset-id=prod", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &tiers) != nil || fmt.Sprint(tiers.Locality) != "[{my-dgd-pool-relay cluster,region true [{cluster [use1-a usw2-a]} {any [euw1-a]}]}]" {
+		t.Fatalf("describe's locality through the registry: %v %+v\n%s", err, tiers.Locality, out)
+	}
 	// A clusterset the registry does not know describes as empty, like an empty table.
 	if out, err = execAdminRegistry(t, url, "describe", "--clusterset-id=staging", "-o", "json"); err != nil || !strings.Contains(out, `"clusters": []`) {
 		t.Fatalf("describe of an unknown clusterset: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -367,6 +369,38 @@ func TestControllerConflict(t *testing.T) {
 		})
 	}
 	waitImport(t, b, "dynamo", "sets", "ClusterSetIP [tcp/TCP/42 udp/UDP/42 sctp/SCTP/142] clusters=[use1-a usw2-a] ips svc:true []")
+
+	// Locality: policies that disagree are a LocalityConflict on both exports, the oldest
+	// export's policy is imported; a policy that is not one is InvalidLocality, and nothing
+	// of it is exported.
+	withLocality := func(se *mcsv1beta1.ServiceExport, policy string) *mcsv1beta1.ServiceExport {
+		se.Annotations = map[string]string{"multicluster.dynamo.nvidia.com/locality": policy}
+		return se
+	}
+	mustCreate(t, a, service("dynamo", "near", 80), withLocality(serviceExport("dynamo", "near"), "cluster"))
+	waitExport(t, a, "dynamo", "near", readyConditions, 30*time.Second)
+	mustCreate(t, b, service("dynamo", "near", 80), withLocality(serviceExport("dynamo", "near"), "cluster,region"))
+	for _, c := range cls {
+		waitExport(t, c, "dynamo", "near", "Valid=True Valid\nReady=True Ready\nConflict=True LocalityConflict", 30*time.Second)
+	}
+	harness.Eventually(t, "the oldest export's locality imported", 30*time.Second, func() string {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := b.Client.Get(ctx, client.ObjectKey{Namespace: "dynamo", Name: "near"}, si); err != nil {
+			return err.Error()
+		}
+		if c := meta.FindStatusCondition(si.Status.Conditions, "Locality"); c == nil || !strings.HasPrefix(c.Message, "policy cluster;") {
+			return fmt.Sprintf("Locality condition %+v", c)
+		}
+		return ""
+	})
+	mustCreate(t, a, service("dynamo", "nowhere", 80), withLocality(serviceExport("dynamo", "nowhere"), "zone"))
+	se = waitExport(t, a, "dynamo", "nowhere", "Valid=False InvalidLocality\nReady=False Pending\nConflict=False NoConflicts", 30*time.Second)
+	if m := findCondition(se, "Valid").Message; !strings.Contains(m, `"zone" is not a tier`) {
+		t.Errorf("InvalidLocality message %q does not name the bad tier", m)
+	}
+	if exports := registryExports(t, reg); slices.ContainsFunc(exports, func(e string) bool { return strings.Contains(e, "nowhere") }) {
+		t.Errorf("the registry holds an export of an invalid policy: %v", exports)
+	}
 
 	// Events mark transitions, not reconciles: svc entered the conflict once and left it
 	// once in each cluster, though each controller reconciled it many times meanwhile.

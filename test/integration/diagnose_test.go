@@ -15,6 +15,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
@@ -124,7 +127,7 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 	for _, id := range ids[:2] {
-		for _, check := range []string{"crds", "controller", "registry-lease", "version-skew", "exports", "imports", "permissions", "gds", "clock"} {
+		for _, check := range []string{"crds", "controller", "registry-lease", "version-skew", "exports", "imports", "permissions", "gds", "clock", "locality"} {
 			if s, detail, _ := d.find(id, check); s != "OK" {
 				t.Errorf("%s %s: %s %s", id, check, s, detail)
 			}
@@ -138,6 +141,34 @@ func TestDiagnose(t *testing.T) {
 	if _, detail, _ := d.find("use1-a", "gds"); detail != "0 pool(s), 2 router(s)" {
 		t.Errorf("gds: %s, want the two clusters' routers", detail)
 	}
+
+	// The nodes' zones, read after the controller started: use1-a's own endpoints (its
+	// tier, cluster) are hinted for every zone of its nodes, usw2-a's away. A zone that
+	// changes is followed; a node without a zone defeats the hints, which the import and
+	// diagnose say.
+	const active, inactive = "multicluster.dynamo.nvidia.com-active", "multicluster.dynamo.nvidia.com-inactive"
+	waitHints(t, cls[0], "dynamo", "relay", "Locality=True Cluster use1-a:"+active+" usw2-a:"+inactive)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "z1"}}}
+	mustCreate(t, cls[0], node)
+	waitHints(t, cls[0], "dynamo", "relay", "Locality=True Cluster use1-a:z1 usw2-a:"+inactive)
+	node.Labels[corev1.LabelTopologyZone] = "z2"
+	if err := cls[0].Client.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitHints(t, cls[0], "dynamo", "relay", "Locality=True Cluster use1-a:z2 usw2-a:"+inactive)
+	mustCreate(t, cls[0], &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}})
+	waitHints(t, cls[0], "dynamo", "relay", "Locality=False HintsUnavailable use1-a:z2 usw2-a:"+inactive)
+	d, code, _ = runDiagnose(t, base...)
+	if s, detail, fix := d.find("use1-a", "locality"); code != 1 || s != "WARN" || !strings.Contains(detail, "1 of 2 nodes have no topology.kubernetes.io/zone label (node-b)") || fix == "" {
+		t.Errorf("a node without a zone: exit %d, locality %s %s", code, s, detail)
+	}
+	if s, detail, _ := d.find("usw2-a", "locality"); s != "OK" {
+		t.Errorf("usw2-a, without nodes: locality %s %s", s, detail)
+	}
+	if err := cls[0].Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitHints(t, cls[0], "dynamo", "relay", "Locality=True Cluster use1-a:z2 usw2-a:"+inactive)
 
 	// A client certificate that expires in 3 days.
 	certPEM, _ := ca.IssueClient(t, "use1-a", nil, time.Now().Add(72*time.Hour))
@@ -201,6 +232,44 @@ func TestDiagnose(t *testing.T) {
 	if s, detail, _ := d.find("use1-a", "permissions"); code != 1 || s != "FAIL" || !strings.Contains(detail, "list services.core") {
 		t.Errorf("missing permission: exit %d, permissions %s %s", code, s, detail)
 	}
+}
+
+// waitHints waits until a ServiceImport's Locality condition and its imported slices' zone
+// hints (source cluster: zones) are want.
+func waitHints(t *testing.T, c *harness.Cluster, ns, name, want string) {
+	t.Helper()
+	harness.Eventually(t, "hints "+want, 30*time.Second, func() string {
+		ctx := context.Background()
+		si := &mcsv1beta1.ServiceImport{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, si); err != nil {
+			return err.Error()
+		}
+		got := []string{"Locality=none"}
+		if cond := meta.FindStatusCondition(si.Status.Conditions, "Locality"); cond != nil {
+			got[0] = fmt.Sprintf("Locality=%s %s", cond.Status, cond.Reason)
+		}
+		var list discoveryv1.EndpointSliceList
+		if err := c.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"multicluster.kubernetes.io/service-name": name}); err != nil {
+			return err.Error()
+		}
+		var hints []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				var zones []string
+				if e.Hints != nil {
+					for _, z := range e.Hints.ForZones {
+						zones = append(zones, z.Name)
+					}
+				}
+				hints = append(hints, s.Labels["multicluster.kubernetes.io/source-cluster"]+":"+strings.Join(zones, "+"))
+			}
+		}
+		slices.Sort(hints)
+		if got := strings.Join(append(got, hints...), " "); got != want {
+			return got
+		}
+		return ""
+	})
 }
 
 // onlyV1alpha1 replaces a CRD of the cluster with one that serves only v1alpha1, as some

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
+	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/merge"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
 // Description is what describe prints as JSON or YAML.
@@ -26,6 +31,9 @@ type Description struct {
 	// Replication is the answering registry replica's measure of replication (only when
 	// describe reads a registry: the lag is measured by registries, not stored).
 	Replication *ReplicationDescription `json:"replication,omitempty"`
+	// Locality is, for each Service, the tier each member cluster's importer sends its
+	// traffic to, from the import the registry would merge.
+	Locality []LocalityDescription `json:"locality"`
 	// Unreadable are stored items no read can decode: every read skips them; remove an
 	// export with delete-export, a cluster with delete-cluster.
 	Unreadable []UnreadableDescription `json:"unreadable"`
@@ -83,6 +91,83 @@ type ExportDescription struct {
 	UpdateTime     time.Time `json:"updateTime"`
 }
 
+// LocalityDescription is one Service's locality: its policy and the member clusters whose
+// importers use each tier.
+type LocalityDescription struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Policy is the import's policy, the winning (oldest) export's; when the exports set
+	// none it is DefaultLocality, and PolicyDefault says so: a controller started with
+	// another --default-locality chooses by its own.
+	Policy        string `json:"policy"`
+	PolicyDefault bool   `json:"policyDefault,omitempty"`
+	// Tiers are the active tiers, each with the clusters whose importers use it.
+	Tiers []TierDescription `json:"tiers"`
+}
+
+// TierDescription is a tier and the member clusters whose importers send a Service's
+// traffic to it.
+type TierDescription struct {
+	Tier     string   `json:"tier"`
+	Clusters []string `json:"clusters"`
+}
+
+// DefaultLocality is the controllers' --default-locality default, which describe assumes
+// for a Service whose exports set no policy.
+const DefaultLocality = "cluster,region"
+
+// describeLocality computes, for each Service, the tier each participating cluster's
+// importer chooses: the registry's merge of the Service's exports, then the importer's
+// choice (api/locality) from each cluster's place. Zones are not known here: describe
+// cannot say HintsUnavailable (the ServiceImport's Locality condition does).
+func describeLocality(exports []store.Export, participants map[string]merge.Participant) ([]LocalityDescription, error) {
+	def, err := locality.Parse(DefaultLocality)
+	if err != nil {
+		return nil, err
+	}
+	byService := map[store.ServiceKey][]store.Export{}
+	var keys []store.ServiceKey
+	for _, e := range exports {
+		if _, ok := byService[e.Service]; !ok {
+			keys = append(keys, e.Service)
+		}
+		byService[e.Service] = append(byService[e.Service], e)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Namespace != keys[j].Namespace {
+			return keys[i].Namespace < keys[j].Namespace
+		}
+		return keys[i].Name < keys[j].Name
+	})
+	importers := slices.Sorted(maps.Keys(participants))
+	out := []LocalityDescription{}
+	for _, k := range keys {
+		imp := merge.Service(k, byService[k], participants)
+		if imp == nil {
+			continue
+		}
+		policy := imp.GetSpec().GetLocality()
+		ld := LocalityDescription{Namespace: k.Namespace, Name: k.Name, Tiers: []TierDescription{}}
+		if len(policy) == 0 {
+			policy, ld.PolicyDefault = def, true
+		}
+		ld.Policy = locality.Format(policy)
+		sources := locality.SourcesOf(imp)
+		byTier := map[string][]string{}
+		for _, id := range importers {
+			d := locality.Choose(locality.Input{Policy: policy, Cluster: id, Region: participants[id].Region, Sources: sources})
+			byTier[locality.Name(d.Tier)] = append(byTier[locality.Name(d.Tier)], id)
+		}
+		for _, t := range []string{locality.Cluster, locality.Region, locality.Any} {
+			if ids := byTier[t]; len(ids) > 0 {
+				ld.Tiers = append(ld.Tiers, TierDescription{Tier: t, Clusters: ids})
+			}
+		}
+		out = append(out, ld)
+	}
+	return out, nil
+}
+
 // leaseViewer is a registry: it judges leases, held ones included, and measures replication.
 type leaseViewer interface {
 	LeaseView(ctx context.Context, clusterset string) (registryrest.LeaseView, error)
@@ -90,7 +175,7 @@ type leaseViewer interface {
 
 // describe reads a clusterset from the store or a registry.
 func describe(ctx context.Context, st registryData, clusterset string, now time.Time) (Description, error) {
-	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}, Unreadable: []UnreadableDescription{}}
+	d := Description{Clusterset: clusterset, Time: now, Clusters: []ClusterDescription{}, Exports: []ExportDescription{}, Locality: []LocalityDescription{}, Unreadable: []UnreadableDescription{}}
 	clusters, err := st.ListClusters(ctx, clusterset)
 	if err != nil {
 		return d, err
@@ -108,6 +193,7 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		}
 		sort.Slice(d.Replication.Lags, func(i, j int) bool { return d.Replication.Lags[i].SourceRegion < d.Replication.Lags[j].SourceRegion })
 	}
+	participants := map[string]merge.Participant{}
 	for _, c := range clusters {
 		// Read from the store: the lease by its times alone; from a registry: as the
 		// registry judges it (a lease held while replication lags included).
@@ -117,6 +203,9 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		}
 		if s, ok := registryState(view, c.ClusterID); ok {
 			state = s
+		}
+		if state != "LEASE_STATE_EXPIRED" {
+			participants[c.ClusterID] = merge.Participant{Region: c.Region}
 		}
 		d.Clusters = append(d.Clusters, ClusterDescription{
 			ClusterID: c.ClusterID, Region: c.Region, LeaseState: state, RenewRegion: c.RenewRegion, LeaseSeconds: c.LeaseDuration.Seconds(),
@@ -156,6 +245,9 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		}
 		sort.Strings(ed.Addresses)
 		d.Exports = append(d.Exports, ed)
+	}
+	if d.Locality, err = describeLocality(exports, participants); err != nil {
+		return d, err
 	}
 	bad, err := st.ListUnreadable(ctx, clusterset)
 	if err != nil {
@@ -241,6 +333,20 @@ func printDescription(w io.Writer, d Description, output string) error {
 			locality = "(default)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.Namespace, e.Name, e.ClusterID, e.Type, strings.Join(e.Ports, ","), locality, e.ReadyEndpoints, e.Endpoints, e.CreateTime.Format(time.RFC3339))
+	}
+	if len(d.Locality) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "LOCALITY (the tier each member cluster's importer sends the Service's traffic to)")
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tPOLICY\tTIER\tCLUSTERS")
+		for _, l := range d.Locality {
+			policy := l.Policy
+			if l.PolicyDefault {
+				policy += " (default)"
+			}
+			for _, t := range l.Tiers {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Namespace, l.Name, policy, t.Tier, strings.Join(t.Clusters, ","))
+			}
+		}
 	}
 	if len(d.Unreadable) > 0 {
 		fmt.Fprintln(tw)

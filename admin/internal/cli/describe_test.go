@@ -88,6 +88,72 @@ func TestDescribeLocality(t *testing.T) {
 	}
 }
 
+// TestDescribeLocalityTiers: describe names, for each Service, the clusters whose importers
+// send its traffic to each tier — the registry's merge, then the importer's choice — and
+// leaves out clusters whose lease expired.
+func TestDescribeLocalityTiers(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	cluster := func(id, region string, renewed time.Time) store.Cluster {
+		return store.Cluster{Clusterset: "prod", ClusterID: id, Region: region, LeaseDuration: time.Minute, RenewTime: renewed}
+	}
+	clusters := []store.Cluster{
+		cluster("use1-a", "us-east-1", now), cluster("use1-b", "us-east-1", now), cluster("euw1-a", "eu-west-1", now),
+		cluster("apse1-a", "ap-southeast-1", now), cluster("gone", "us-east-1", now.Add(-time.Hour)),
+	}
+	export := func(id string, ready bool, age time.Duration, tiers ...registryv1.LocalityTier) store.Export {
+		return store.Export{Clusterset: "prod", ClusterID: id, Service: store.ServiceKey{Namespace: "dynamo", Name: "pool"},
+			Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS, Locality: tiers},
+			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{
+				{Addresses: []string{"10.0.0.1"}, Conditions: &registryv1.EndpointConditions{Ready: proto.Bool(ready)}}}}},
+			CreateTime: now.Add(-age), UpdateTime: now}
+	}
+	tc, tr, ta := registryv1.LocalityTier_LOCALITY_TIER_CLUSTER, registryv1.LocalityTier_LOCALITY_TIER_REGION, registryv1.LocalityTier_LOCALITY_TIER_ANY
+	tests := []struct {
+		name    string
+		exports []store.Export
+		want    string
+	}{
+		{"default policy", []store.Export{export("use1-a", true, time.Hour), export("euw1-a", true, time.Minute)},
+			"cluster,region (default): cluster=euw1-a,use1-a region=use1-b any=apse1-a"},
+		{"the oldest export's policy", []store.Export{export("euw1-a", true, time.Hour, tr), export("use1-a", true, time.Minute, tc)},
+			"region: region=euw1-a,use1-a,use1-b any=apse1-a"},
+		{"not ready is no tier", []store.Export{export("use1-a", false, time.Hour, tc, tr), export("euw1-a", true, time.Minute, tc, tr)},
+			"cluster,region: cluster=euw1-a any=apse1-a,use1-a,use1-b"},
+		{"any", []store.Export{export("use1-a", true, time.Hour, ta)},
+			"any: any=apse1-a,euw1-a,use1-a,use1-b"},
+		{"an expired cluster's export takes no part", []store.Export{export("gone", true, time.Hour, tc)}, ""},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := describe(context.Background(), fixedData{clusters: clusters, exports: c.exports}, "prod", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, l := range d.Locality {
+				got = l.Policy
+				if l.PolicyDefault {
+					got += " (default)"
+				}
+				got += ":"
+				for _, tier := range l.Tiers {
+					got += " " + tier.Tier + "=" + strings.Join(tier.Clusters, ",")
+				}
+			}
+			if got != c.want {
+				t.Fatalf("locality %q, want %q", got, c.want)
+			}
+			var b strings.Builder
+			if err := printDescription(&b, d, "table"); err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "" && !strings.Contains(b.String(), "NAMESPACE  NAME  POLICY") {
+				t.Fatalf("table without the locality section:\n%s", b.String())
+			}
+		})
+	}
+}
+
 // FuzzDescribe: every export the registry accepts is described without a panic.
 func FuzzDescribe(f *testing.F) {
 	seed, _ := proto.Marshal(&registryv1.PutExportRequest{

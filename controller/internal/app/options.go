@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
+	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 )

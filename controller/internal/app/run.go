@@ -29,7 +29,7 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/identity"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/importer"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
+	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/buildinfo"
 )

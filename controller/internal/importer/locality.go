@@ -15,7 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
+	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 )
 
 // Zone names of the hints the importer writes. kube-proxy sends a node's traffic only to
@@ -133,20 +133,7 @@ func LocalityFor(imp *registryv1.ServiceImport, def []registryv1.LocalityTier, c
 	if len(policy) == 0 {
 		policy = def
 	}
-	in := locality.Input{Policy: policy, Cluster: cluster, Region: region, Zones: t.Zones, NodesWithoutZone: t.NodesWithoutZone}
-	for _, c := range imp.GetClusters() {
-		s := locality.Source{ClusterID: c.GetClusterId(), Region: c.GetRegion()}
-		for _, g := range c.GetEndpointGroups() {
-			for _, e := range g.GetEndpoints() {
-				// An endpoint without conditions (the registry accepts it) is ready, as
-				// an EndpointSlice consumer reads it.
-				if c := e.GetConditions(); c == nil || c.Ready == nil || *c.Ready {
-					s.Ready++
-				}
-			}
-		}
-		in.Sources = append(in.Sources, s)
-	}
+	in := locality.Input{Policy: policy, Cluster: cluster, Region: region, Zones: t.Zones, NodesWithoutZone: t.NodesWithoutZone, Sources: locality.SourcesOf(imp)}
 	return locality.Choose(in)
 }
 

@@ -21,7 +21,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/locality"
+	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 )
 
 func node(name, zone string) *corev1.Node {

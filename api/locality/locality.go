@@ -76,6 +76,25 @@ type Source struct {
 	Ready             int
 }
 
+// SourcesOf are an import's source clusters with their regions and ready endpoints.
+func SourcesOf(imp *registryv1.ServiceImport) []Source {
+	var out []Source
+	for _, c := range imp.GetClusters() {
+		s := Source{ClusterID: c.GetClusterId(), Region: c.GetRegion()}
+		for _, g := range c.GetEndpointGroups() {
+			for _, e := range g.GetEndpoints() {
+				// An endpoint without conditions (the registry accepts it) is ready, as
+				// an EndpointSlice consumer reads it.
+				if c := e.GetConditions(); c == nil || c.Ready == nil || *c.Ready {
+					s.Ready++
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // MaxZoneHints is the most zones one endpoint's hints may name (discovery.k8s.io/v1).
 const MaxZoneHints = 8
 

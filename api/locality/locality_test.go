@@ -100,3 +100,29 @@ func TestChoose(t *testing.T) {
 		})
 	}
 }
+
+func TestSourcesOf(t *testing.T) {
+	ready, notReady := true, false
+	ep := func(r *bool) *registryv1.Endpoint {
+		e := &registryv1.Endpoint{Addresses: []string{"10.0.0.1"}}
+		if r != nil {
+			e.Conditions = &registryv1.EndpointConditions{Ready: r}
+		}
+		return e
+	}
+	imp := &registryv1.ServiceImport{Clusters: []*registryv1.ImportCluster{
+		{ClusterId: "a", Region: "r1", EndpointGroups: []*registryv1.EndpointGroup{
+			{Endpoints: []*registryv1.Endpoint{ep(&ready), ep(&notReady)}},
+			{Endpoints: []*registryv1.Endpoint{ep(nil)}},
+		}},
+		{ClusterId: "b", Region: "r2", EndpointGroups: []*registryv1.EndpointGroup{{Endpoints: []*registryv1.Endpoint{ep(&notReady)}}}},
+		{ClusterId: "c"},
+	}}
+	want := []Source{{ClusterID: "a", Region: "r1", Ready: 2}, {ClusterID: "b", Region: "r2"}, {ClusterID: "c"}}
+	if got := SourcesOf(imp); !slices.Equal(got, want) {
+		t.Fatalf("SourcesOf = %+v, want %+v (an endpoint without conditions is ready)", got, want)
+	}
+	if got := SourcesOf(nil); len(got) != 0 {
+		t.Fatalf("SourcesOf(nil) = %+v, want none", got)
+	}
+}
