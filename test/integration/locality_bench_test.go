@@ -59,7 +59,7 @@ func hintWatch(b testing.TB, c *harness.Cluster, ns, service, source string) <-c
 // floor of the same run, as BenchmarkPropagationReadinessFlip's: the update's own round trip
 // in a, a PutExport seen by a registry watch, and an EndpointSlice update's round trip in a.
 //
-//	cd test && go test -run '^$' -bench LocalityTierChange -benchtime 30x -timeout 20m ./integration/
+//	cd test && go test -run '^$' -bench LocalityTierChange -benchtime 60x -timeout 20m ./integration/
 func BenchmarkLocalityTierChange(b *testing.B) {
 	ctx := context.Background()
 	reg := harness.StartRegistry(b, "--store=memory")
