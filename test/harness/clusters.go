@@ -123,11 +123,14 @@ func StartClusters(tb testing.TB, opts ClusterOptions) []*Cluster {
 	}
 	wg.Wait()
 	tb.Cleanup(func() {
+		// Side by side: a kube-apiserver takes about a second to stop.
+		var stops sync.WaitGroup
 		for _, c := range clusters {
 			if c != nil {
-				_ = c.Stop()
+				stops.Go(func() { _ = c.Stop() })
 			}
 		}
+		stops.Wait()
 	})
 	for i, err := range errs {
 		if err != nil {

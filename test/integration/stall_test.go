@@ -145,6 +145,7 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 		stall[0].Seconds(), stall[1].Seconds(), held.Seconds())
 
 	// 90 s of a 25 s lag: more than the lease minus the renewal interval.
+	logged := [2]int{len(rs.regs[0].Output()), len(rs.regs[1].Output())}
 	rs.repl.SetDelay(25 * time.Second)
 	time.Sleep(90 * time.Second)
 	rs.repl.SetDelay(2 * time.Second)
@@ -152,6 +153,27 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 	time.Sleep(30 * time.Second)
 	for _, c := range rs.cls {
 		waitImport(t, c, "dynamo", "relay", both)
+	}
+	for _, c := range rs.cls {
+		harness.Eventually(t, c.Name+": ReplicationHeld=False after the lag", 30*time.Second, func() string {
+			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != "ReplicationHeld=False NoneHeld" {
+				return got
+			}
+			return ""
+		})
+	}
+	// A steady lag is a steady state: each region holds the other's cluster once, through
+	// every renewal that lands nearly expired, and lets go once when renewals land fresh.
+	for i, reg := range rs.regs {
+		out := reg.Output()
+		stalled, lagged := leaseTransitions(out[:logged[i]], rs.ids[1-i]), leaseTransitions(out[logged[i]:], rs.ids[1-i])
+		t.Logf("FIGURE region %d's lease transitions of %s: during the stall %v, during the lag %v", i, rs.ids[1-i], stalled, lagged)
+		if stalled["LEASE_STATE_EXPIRED"] > 0 {
+			t.Errorf("region %d: %s's lease expired around the stall (%v): the hold must keep a healthy cluster", i, rs.ids[1-i], stalled)
+		}
+		if lagged["LEASE_STATE_HELD_REPLICATION"] > 1 || lagged["LEASE_STATE_ACTIVE"] > 1 || lagged["LEASE_STATE_EXPIRED"] > 0 {
+			t.Errorf("region %d: %s's lease changed state %v under a steady lag; want at most one transition each way", i, rs.ids[1-i], lagged)
+		}
 	}
 	total := rs.outages(t, monitors)
 	lag := []time.Duration{total[0] - stall[0], total[1] - stall[1]}
@@ -167,6 +189,23 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 			t.Errorf("%s: %d reconciler errors:\n%s", rs.ids[i], n, grepLines(ctl.Output(), "Reconciler error"))
 		}
 	}
+}
+
+// leaseTransitions counts a registry's logged lease state changes of one cluster, by the
+// state entered.
+func leaseTransitions(output, cluster string) map[string]int {
+	out := map[string]int{}
+	for _, line := range strings.Split(output, "\n") {
+		if !strings.Contains(line, `msg="cluster lease state changed"`) || !strings.Contains(line, " cluster="+cluster+" ") {
+			continue
+		}
+		for _, state := range []string{"LEASE_STATE_ACTIVE", "LEASE_STATE_HELD_REPLICATION", "LEASE_STATE_EXPIRED"} {
+			if strings.Contains(line, " state="+state+" ") {
+				out[state]++
+			}
+		}
+	}
+	return out
 }
 
 // TestReplicationStallHoldIsBounded: lease 6 s, renewal every 2 s, hold 15 s; use1-a and

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/lease"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
@@ -242,7 +243,17 @@ func (c *Cache) Replication() (string, map[string]time.Duration) {
 	return c.leases.Region, c.leases.Lag()
 }
 
-// Judge returns the verdict on a cluster's lease now, as this replica's imports apply it.
+// Judge returns the verdict on a cluster's lease now, as this replica's imports apply it
+// (from the verdict they were last computed with, when its clusterset is loaded).
 func (c *Cache) Judge(cl store.Cluster) lease.Verdict {
-	return lease.Judge(cl, c.now(), c.replication())
+	var prev registryv1.LeaseState
+	c.mu.Lock()
+	s := c.sets[cl.Clusterset]
+	c.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		prev = s.leases[cl.ClusterID].State
+		s.mu.Unlock()
+	}
+	return lease.Judge(cl, c.now(), c.replication(), prev)
 }

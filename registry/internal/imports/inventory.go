@@ -41,7 +41,7 @@ func (c *Cache) Inventory() []Inventory {
 		}
 		inv := Inventory{Clusterset: s.name, Imports: len(s.imports)}
 		for _, cl := range s.clusters {
-			switch lease.Judge(cl, now, repl).State {
+			switch lease.Judge(cl, now, repl, s.leases[cl.ClusterID].State).State {
 			case registryv1.LeaseState_LEASE_STATE_ACTIVE:
 				inv.ActiveClusters++
 			case registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION:

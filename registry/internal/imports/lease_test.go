@@ -1,6 +1,7 @@
 package imports
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -93,4 +94,67 @@ func mustCluster(t *testing.T, f *fixture, id string) store.Cluster {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// TestSteadyLagSteadyState: under a steady lag longer than the lease minus the renewal
+// interval, every renewal of a cluster lands nearly expired. Its lease is held once and
+// stays held across the renewals (it does not turn active at each renewal and held again
+// a moment later), and turns active once when renewals land fresh again.
+func TestSteadyLagSteadyState(t *testing.T) {
+	f := newFixture(t, 0)
+	m := &lagMeter{}
+	m.set("east", 500*time.Millisecond)
+	f.cache = New(Options{Store: f.st, Leases: LeaseOptions{Region: "west", Hold: time.Minute, Lag: m.get}})
+	go func() { _ = f.cache.Run(f.ctx) }()
+	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	f.register("a", time.Hour)
+	// renew writes b's renewal as replication delivers it: age old.
+	renew := func(age time.Duration) {
+		t.Helper()
+		now := time.Now()
+		if _, err := f.st.RegisterCluster(f.ctx, store.Cluster{Clusterset: "prod", ClusterID: "b", LeaseDuration: 300 * time.Millisecond,
+			RegisterTime: now, RenewTime: now.Add(-age), RenewRegion: "east"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.cache.RefreshCluster(f.ctx, "prod", "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renew(0)
+	f.put("b", "svc", 80)
+	// A watcher keeps the clusterset loaded.
+	if _, err := f.cache.Watch(f.ctx, "prod", Filter{}, 0, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	// held records each change of the held count, sampled every 5 ms.
+	var changes []int
+	last := -1
+	sample := func(d time.Duration, every time.Duration, age time.Duration) {
+		end, next := time.Now().Add(d), time.Now()
+		for time.Now().Before(end) {
+			if !time.Now().Before(next) {
+				renew(age)
+				next = next.Add(every)
+			}
+			inv := f.cache.Inventory()
+			if len(inv) == 1 && inv[0].HeldClusters != last {
+				last = inv[0].HeldClusters
+				changes = append(changes, last)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Renewals every 100 ms that land 250 ms old, 50 ms before they expire.
+	sample(1500*time.Millisecond, 100*time.Millisecond, 250*time.Millisecond)
+	if fmt.Sprint(changes) != "[0 1]" {
+		t.Fatalf("held clusters under a steady lag changed %v, want [0 1]: held once, and kept held", changes)
+	}
+	// Replication catches up: renewals land fresh.
+	m.set("east", 10*time.Millisecond)
+	sample(500*time.Millisecond, 100*time.Millisecond, 0)
+	if fmt.Sprint(changes) != "[0 1 0]" {
+		t.Fatalf("held clusters after the lag ended changed %v, want [0 1 0]", changes)
+	}
 }

@@ -163,7 +163,7 @@ func (s *set) judgeLocked(id string, cl store.Cluster, found bool, now time.Time
 		delete(s.participants, id)
 		return had && prev.Participates()
 	}
-	v := lease.Judge(cl, now, repl)
+	v := lease.Judge(cl, now, repl, prev.State)
 	s.leases[id] = v
 	// A cluster that registers again from another region changes its imports' regions.
 	moved := v.Participates() && s.participants[id].Region != cl.Region

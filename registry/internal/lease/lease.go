@@ -46,18 +46,25 @@ func (v Verdict) Participates() bool {
 	return v.State == registryv1.LeaseState_LEASE_STATE_ACTIVE || v.State == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION
 }
 
-// Judge returns the verdict on c's lease at now.
-func Judge(c store.Cluster, now time.Time, r Replication) Verdict {
+// Judge returns the verdict on c's lease at now; prev is the verdict before (the zero
+// state when there was none).
+//
+// A held lease stays held while it has less time left than the lag takes, though a renewal
+// arrived: under a steady lag longer than the lease minus the renewal interval, each
+// renewal lands already nearly expired, and judged by its expiry alone the lease would
+// turn active at every renewal and held a few seconds later — a flapping clusterset for
+// a steady cause. It turns active once renewals land with more time left than the lag.
+func Judge(c store.Cluster, now time.Time, r Replication, prev registryv1.LeaseState) Verdict {
 	exp := c.ExpireTime()
+	lag, holds := r.holdingLag(c)
 	if now.Before(exp) {
+		if holds && prev == registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION && exp.Sub(now) < lag {
+			return Verdict{State: registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION, Until: exp.Add(min(lag, r.Hold)), Region: c.RenewRegion, Lag: lag}
+		}
 		return Verdict{State: registryv1.LeaseState_LEASE_STATE_ACTIVE, Until: exp}
 	}
 	expired := Verdict{State: registryv1.LeaseState_LEASE_STATE_EXPIRED}
-	if r.Hold <= 0 || c.RenewRegion == "" || c.RenewRegion == r.Region {
-		return expired
-	}
-	lag, ok := r.Lag[c.RenewRegion]
-	if !ok {
+	if !holds {
 		return expired
 	}
 	until := exp.Add(min(lag, r.Hold))
@@ -65,4 +72,14 @@ func Judge(c store.Cluster, now time.Time, r Replication) Verdict {
 		return expired
 	}
 	return Verdict{State: registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION, Until: until, Region: c.RenewRegion, Lag: lag}
+}
+
+// holdingLag returns the lag measured from the region of c's last renewal, and whether a
+// lease renewed there may be held: another region, heard from, with a hold.
+func (r Replication) holdingLag(c store.Cluster) (time.Duration, bool) {
+	if r.Hold <= 0 || c.RenewRegion == "" || c.RenewRegion == r.Region {
+		return 0, false
+	}
+	lag, ok := r.Lag[c.RenewRegion]
+	return lag, ok
 }

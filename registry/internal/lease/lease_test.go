@@ -27,24 +27,34 @@ func TestJudge(t *testing.T) {
 		c         store.Cluster
 		at        time.Duration // after t0
 		r         Replication
+		prev      registryv1.LeaseState // the verdict before; zero: none
 		want      registryv1.LeaseState
 		wantUntil time.Duration // after t0; -1: zero
 	}{
-		{"before expiry: active until expiry", renewedIn("b"), 29 * time.Second, lagging(time.Minute), active, 30 * time.Second},
-		{"expired exactly at expiry without lag", renewedIn("b"), 30 * time.Second, lagging(0), expired, -1},
-		{"renewed through this region: expired at expiry", renewedIn("a"), 31 * time.Second, lagging(time.Minute), expired, -1},
-		{"renewed through no region (memory store): expired", renewedIn(""), 31 * time.Second, lagging(time.Minute), expired, -1},
-		{"no hold: expired", renewedIn("b"), 31 * time.Second, Replication{Region: "a", Lag: map[string]time.Duration{"b": time.Minute}}, expired, -1},
-		{"region never heard: expired", renewedIn("c"), 31 * time.Second, lagging(time.Minute), expired, -1},
-		{"within the lag: held until expiry plus lag", renewedIn("b"), 40 * time.Second, lagging(25 * time.Second), held, 55 * time.Second},
-		{"at expiry plus lag: expired", renewedIn("b"), 55 * time.Second, lagging(25 * time.Second), expired, -1},
-		{"a stall longer than the hold: held until expiry plus hold", renewedIn("b"), 100 * time.Second, lagging(10 * time.Minute), held, 150 * time.Second},
-		{"past expiry plus hold: expired whatever the lag", renewedIn("b"), 150 * time.Second, lagging(10 * time.Minute), expired, -1},
-		{"a typical lag holds for that lag", renewedIn("b"), 31 * time.Second, lagging(1500 * time.Millisecond), held, 31500 * time.Millisecond},
+		{"before expiry: active until expiry", renewedIn("b"), 29 * time.Second, lagging(time.Minute), 0, active, 30 * time.Second},
+		{"expired exactly at expiry without lag", renewedIn("b"), 30 * time.Second, lagging(0), 0, expired, -1},
+		{"renewed through this region: expired at expiry", renewedIn("a"), 31 * time.Second, lagging(time.Minute), 0, expired, -1},
+		{"renewed through no region (memory store): expired", renewedIn(""), 31 * time.Second, lagging(time.Minute), 0, expired, -1},
+		{"no hold: expired", renewedIn("b"), 31 * time.Second, Replication{Region: "a", Lag: map[string]time.Duration{"b": time.Minute}}, 0, expired, -1},
+		{"region never heard: expired", renewedIn("c"), 31 * time.Second, lagging(time.Minute), 0, expired, -1},
+		{"within the lag: held until expiry plus lag", renewedIn("b"), 40 * time.Second, lagging(25 * time.Second), 0, held, 55 * time.Second},
+		{"at expiry plus lag: expired", renewedIn("b"), 55 * time.Second, lagging(25 * time.Second), 0, expired, -1},
+		{"a stall longer than the hold: held until expiry plus hold", renewedIn("b"), 100 * time.Second, lagging(10 * time.Minute), 0, held, 150 * time.Second},
+		{"past expiry plus hold: expired whatever the lag", renewedIn("b"), 150 * time.Second, lagging(10 * time.Minute), 0, expired, -1},
+		// A steady lag: a held lease stays held after a renewal that leaves it less time
+		// than the lag, and turns active once a renewal leaves it more.
+		{"held, renewed, less time left than the lag: held", renewedIn("b"), 5 * time.Second, lagging(50 * time.Second), held, held, 80 * time.Second},
+		{"held, renewed, more time left than the lag: active", renewedIn("b"), 5 * time.Second, lagging(4 * time.Second), held, active, 30 * time.Second},
+		{"active, less time left than the lag: active", renewedIn("b"), 5 * time.Second, lagging(50 * time.Second), active, active, 30 * time.Second},
+		{"held, renewed through this region: active", renewedIn("a"), 5 * time.Second, lagging(50 * time.Second), held, active, 30 * time.Second},
+		{"held, renewed, no hold: active", renewedIn("b"), 5 * time.Second, Replication{Region: "a", Lag: map[string]time.Duration{"b": time.Minute}}, held, active, 30 * time.Second},
+		{"held, renewed, a lag past the hold: held until expiry plus hold", renewedIn("b"), 5 * time.Second, lagging(10 * time.Minute), held, held, 150 * time.Second},
+		{"held, then expired: held within the lag as before", renewedIn("b"), 40 * time.Second, lagging(25 * time.Second), held, held, 55 * time.Second},
+		{"a typical lag holds for that lag", renewedIn("b"), 31 * time.Second, lagging(1500 * time.Millisecond), 0, held, 31500 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Judge(tc.c, t0.Add(tc.at), tc.r)
+			v := Judge(tc.c, t0.Add(tc.at), tc.r, tc.prev)
 			if v.State != tc.want {
 				t.Fatalf("state = %v, want %v", v.State, tc.want)
 			}

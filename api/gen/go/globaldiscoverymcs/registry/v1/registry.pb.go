@@ -39,6 +39,8 @@ const (
 	// region whose replication lags: the renewals may not have arrived yet. The cluster's
 	// exports keep taking part in every import until the lease plus the lag from that region
 	// (ReplicationLag) has passed, at most the registry's --replication-stall-hold past expiry.
+	// A held lease stays held through renewals that arrive with less of the lease left than
+	// that lag, so a steady lag is a steady state.
 	LeaseState_LEASE_STATE_HELD_REPLICATION LeaseState = 3
 )
 
