@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -188,15 +190,30 @@ func TestControllerClientCertificateRotation(t *testing.T) {
 	copyFile(t, shortKey, key)
 
 	cl := memberCluster(t, ctx)
-	cl.StartController(t, "mcs-controller", "--registry-url=https://localhost:"+grpcPort, "--registry-tls-ca-file="+serverCA.CertFile,
+	ctl := cl.StartController(t, "mcs-controller", "--registry-url=https://localhost:"+grpcPort, "--registry-tls-ca-file="+serverCA.CertFile,
 		"--registry-tls-cert-file="+cert, "--registry-tls-key-file="+key,
 		"--clusterset-id=prod", "--cluster-id=use1-a", "--region=r", "--registry-call-timeout=2s")
 	mustCreate(t, cl, service("dynamo", "svc", 80), serviceExport("dynamo", "svc"))
 	waitExport(t, cl, "dynamo", "svc", readyConditions, 30*time.Second)
+	// The certificate's expiry is a metric, which follows the files (the alert
+	// MCSControllerClientCertificateExpiring reads it).
+	const expiryMetric = "mcs_controller_registry_client_certificate_expiry_timestamp_seconds"
+	waitExpiry := func(want time.Time) {
+		t.Helper()
+		harness.Eventually(t, expiryMetric, 30*time.Second, func() string {
+			if got := harness.Metric(t, "http://"+ctl.MetricsAddr+"/metrics", expiryMetric); math.Abs(got-float64(want.Unix())) > 1 {
+				return fmt.Sprintf("%s %.0f, want %d", expiryMetric, got, want.Unix())
+			}
+			return ""
+		})
+	}
+	waitExpiry(expiry)
 
-	long, longKey := clientCA.IssueClient(t, "long", uri, time.Now().Add(24*time.Hour))
+	longExpiry := time.Now().Add(24 * time.Hour)
+	long, longKey := clientCA.IssueClient(t, "long", uri, longExpiry)
 	copyFile(t, long, cert)
 	copyFile(t, longKey, key)
+	waitExpiry(longExpiry)
 	time.Sleep(time.Until(expiry.Add(time.Second)))
 	// New connections now need the new certificate: the first one has expired.
 	reg.Restart(t)

@@ -60,6 +60,43 @@ func TestEveryAlertTested(t *testing.T) {
 	}
 }
 
+// TestEveryAlertHasARunbook: each alert's runbook_url is its own section of
+// docs/monitoring.md (a heading with the alert's name, whose anchor GitHub writes in lower
+// case), and every section of an alert there is an alert of the rule file.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	root, alerts, _ := files(t)
+	rules, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "https://github.com/ai-dynamo/global-discovery-mcs/blob/main/docs/monitoring.md#"
+	headings := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^### (MCS\w+)$`).FindAllStringSubmatch(string(doc), -1) {
+		headings[m[1]] = true
+	}
+	blocks := regexp.MustCompile(`(?m)^\s*- alert: `).Split(string(rules), -1)[1:]
+	if len(blocks) < 5 {
+		t.Fatalf("only %d alerts found", len(blocks))
+	}
+	for _, b := range blocks {
+		name := strings.Fields(b)[0]
+		if !strings.Contains(b, `runbook_url: "`+base+strings.ToLower(name)+`"`) {
+			t.Errorf("alert %s has no runbook_url %s%s", name, base, strings.ToLower(name))
+		}
+		if !headings[name] {
+			t.Errorf("alert %s has no section \"### %s\" in docs/monitoring.md", name, name)
+		}
+		delete(headings, name)
+	}
+	for h := range headings {
+		t.Errorf("docs/monitoring.md has a section for %s, which is no alert", h)
+	}
+}
+
 type dashboard struct {
 	Title      string `json:"title"`
 	UID        string `json:"uid"`

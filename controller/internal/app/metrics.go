@@ -65,6 +65,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// clientCertificateExpiry is the gauge of when the client certificate the controller
+// presents to the registry expires, read at each scrape from the files as they are then,
+// so a renewal (or one that did not happen) shows before any new connection needs it.
+func clientCertificateExpiry(notAfter func() (time.Time, bool)) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcs_controller_registry_client_certificate_expiry_timestamp_seconds",
+		Help: "When the client certificate in --registry-tls-cert-file expires (its NotAfter), in Unix seconds; absent without one."},
+		func() float64 {
+			t, _ := notAfter()
+			return float64(t.Unix())
+		})
+}
+
 func result(ok bool) string {
 	if ok {
 		return "success"

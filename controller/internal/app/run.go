@@ -56,6 +56,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	m := newMetrics(crmetrics.Registry)
+	if _, ok := tlsFiles.ClientCertificateNotAfter(); ok {
+		crmetrics.Registry.MustRegister(clientCertificateExpiry(tlsFiles.ClientCertificateNotAfter))
+	}
 	pool, err := registryclient.NewPool(registryclient.PoolOptions{
 		Targets: targets, TLS: tlsFiles.Config, Logger: log, Metrics: m.hooks(), CallTimeout: o.registryCallTimeout,
 	})

@@ -156,3 +156,52 @@ func TestClustersetUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCertificateNotAfter: the expiry of the client certificate as the files are
+// now: a renewal written in place shows without a connection; none without a certificate.
+func TestClientCertificateNotAfter(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write := func(notAfter time.Time) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "use1-a"}, NotBefore: time.Now().Add(-time.Minute), NotAfter: notAfter}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for file, data := range map[string][]byte{
+			certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		} {
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := time.Now().Add(72 * time.Hour).Truncate(time.Second)
+	write(first)
+	f, err := LoadTLSFiles("", certFile, keyFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := f.ClientCertificateNotAfter(); !ok || !got.Equal(first) {
+		t.Fatalf("NotAfter = %v %v, want %v", got, ok, first)
+	}
+	renewed := first.Add(30 * 24 * time.Hour)
+	write(renewed)
+	time.Sleep(filereload.CheckEvery + 50*time.Millisecond)
+	if got, ok := f.ClientCertificateNotAfter(); !ok || !got.Equal(renewed) {
+		t.Fatalf("after the renewal: NotAfter = %v %v, want %v", got, ok, renewed)
+	}
+	none, err := LoadTLSFiles("", "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := none.ClientCertificateNotAfter(); ok {
+		t.Fatal("a NotAfter without a client certificate")
+	}
+}

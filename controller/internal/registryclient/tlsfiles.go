@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 
@@ -58,6 +59,27 @@ func LoadTLSFiles(caFile, certFile, keyFile string, log *slog.Logger) (*TLSFiles
 		f.roots = roots
 	}
 	return f, nil
+}
+
+// ClientCertificateNotAfter returns when the client certificate the next connection
+// presents expires (the files as they are now, read again at most once a second); false
+// without a client certificate.
+func (f *TLSFiles) ClientCertificateNotAfter() (time.Time, bool) {
+	if f.cert == nil {
+		return time.Time{}, false
+	}
+	c := f.cert.Get()
+	leaf := c.Leaf
+	if leaf == nil && len(c.Certificate) > 0 {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return time.Time{}, false
+		}
+	}
+	if leaf == nil {
+		return time.Time{}, false
+	}
+	return leaf.NotAfter, true
 }
 
 // Config returns the configuration of a new connection. The server name is set per
