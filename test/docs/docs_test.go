@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
@@ -257,18 +259,16 @@ var (
 	// Flags as the binaries declare them: flag and pflag definitions.
 	flagRE    = regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Duration|Float64|Uint|StringSlice|StringArray)(?:Var)?P?\((?:&[\w.]+,\s*)?"([a-z][a-z0-9-]+)"`)
 	flagVarRE = regexp.MustCompile(`\.Var\([^,]+,\s*"([a-z][a-z0-9-]+)"`)
+	aliasRE   = regexp.MustCompile(`[aA]lias\([^,]+,\s*(?:&[\w.]+,\s*)?"([a-z][a-z0-9-]+)",\s*"([a-z][a-z0-9-]+)"`)
 )
 
-// TestReferenceComplete: every metric and every flag the binaries define is in the
-// configuration reference ("a flag or metric that is not in the reference does not exist").
-func TestReferenceComplete(t *testing.T) {
+// codeNames returns the metrics and the flags the binaries define, each with the file that
+// defines it.
+func codeNames(t *testing.T) (metrics, flags map[string]string) {
+	t.Helper()
 	r := root(t)
-	ref, err := os.ReadFile(filepath.Join(r, "docs", "configuration.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, flags := map[string]string{}, map[string]string{}
-	for _, mod := range []string{"registry", "controller", "admin", "gds-client"} {
+	metrics, flags = map[string]string{}, map[string]string{}
+	for _, mod := range []string{"registry", "controller", "admin", "gds-client", "internal"} {
 		err := filepath.WalkDir(filepath.Join(r, mod), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
@@ -281,11 +281,17 @@ func TestReferenceComplete(t *testing.T) {
 			for _, m := range metricNameRE.FindAllStringSubmatch(string(src), -1) {
 				metrics[m[1]] = rel
 			}
-			// Flags are defined in main packages, the admin CLI and the controller's app.
-			if strings.Contains(rel, "/cmd/") || strings.Contains(rel, "/internal/cli/") || strings.Contains(rel, "controller/internal/app/") {
-				for _, re := range []*regexp.Regexp{flagRE, flagVarRE} {
+			// Flags are defined in main packages, the admin CLI, the controller's app and
+			// the flags every binary shares (internal/command); an earlier name is an
+			// alias (command.Alias, the admin CLI's alias).
+			if strings.Contains(rel, "/cmd/") || strings.Contains(rel, "/internal/cli/") || strings.Contains(rel, "controller/internal/app/") || strings.HasPrefix(rel, "internal/command/") {
+				for _, re := range []*regexp.Regexp{flagRE, flagVarRE, aliasRE} {
 					for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-						flags[m[1]] = rel
+						for _, name := range m[1:] {
+							if name != "" {
+								flags[name] = rel
+							}
+						}
 					}
 				}
 			}
@@ -298,6 +304,17 @@ func TestReferenceComplete(t *testing.T) {
 	if len(metrics) < 20 || len(flags) < 40 {
 		t.Fatalf("found %d metrics and %d flags in the code: the patterns no longer match it", len(metrics), len(flags))
 	}
+	return metrics, flags
+}
+
+// TestReferenceComplete: every metric and every flag the binaries define is in the
+// configuration reference ("a flag or metric that is not in the reference does not exist").
+func TestReferenceComplete(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join(root(t), "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, flags := codeNames(t)
 	for name, file := range metrics {
 		if !strings.Contains(string(ref), "`"+name+"`") {
 			t.Errorf("metric %s (%s) is not in docs/configuration.md", name, file)
@@ -308,6 +325,95 @@ func TestReferenceComplete(t *testing.T) {
 			t.Errorf("flag --%s (%s) is not in docs/configuration.md", name, file)
 		}
 	}
+}
+
+// otherTools' flags are the long flags of the other commands the documents run (helm,
+// kubectl, curl, go, aws, openssl, buf, promtool, gotestsum, ...): a flag a document names
+// is one of ours or one of these.
+var otherTools = map[string]bool{
+	"namespace": true, "create-namespace": true, "set": true, "set-string": true, "set-file": true, "values": true, "version": true,
+	"wait": true, "reuse-values": true, "kube-context": true, "dry-run": true, "debug": true, "atomic": true, "install": true,
+	"context": true, "kubeconfig": true, "replicas": true, "output": true, "selector": true, "all-namespaces": true,
+	"for": true, "timeout": true, "image": true, "restart": true, "rm": true, "from-file": true, "from-literal": true,
+	"cert": true, "key": true, "cacert": true, "resolve": true, "silent": true, "fail": true, "data": true, "header": true,
+	"request": true, "show-error": true, "cluster": true, "type": true, "name": true, "filename": true, "overwrite": true,
+	"help": true, "region": true, "table-name": true, "endpoint-url": true, "profile": true, "query": true, "tls": true,
+	"recursive": true, "force": true, "grace-period": true, "to-revision": true, "revision": true, "destination": true,
+	"for-each": true, "insecure": true, "output-sync": true, "jsonfile": true, "format": true, "no-print-directory": true,
+	"short": true, "raw": true, "template": true, "show-only": true, "skip-crds": true, "no-hooks": true, "ignore-not-found": true,
+	"max-time": true, "retry": true, "ca-file": true, "server": true, "local": true, "level": true, "privileged": true,
+	"quiet": true, "verbose": true, "stdin": true, "tty": true, "cascade": true, "approve": true, "role": true, "against": true,
+	"out": true, "subj": true, "days": true, "newkey": true, "nodes": true, "keyout": true, "addext": true, "text": true, "noout": true,
+	"resource-name": true, "serviceaccount": true, "verb": true, "as": true, "list": true, "sort-by": true, "watch": true,
+	"attach-policy-arn": true, "approve-all": true, "override-existing-serviceaccounts": true, "role-only": true, "role-name": true,
+	"policy-arn": true, "policy-document": true, "policy-name": true, "assume-role-policy-document": true,
+	"server-side": true, "address": true, "replica-updates": true,
+	// The syntax of flags, not a flag.
+	"flag": true,
+}
+
+// TestDocsNameWhatExists: every flag, metric and chart value a document names exists —
+// a flag of ours (or of a tool it runs), a metric of the code, a value of the chart.
+func TestDocsNameWhatExists(t *testing.T) {
+	metrics, flags := codeNames(t)
+	values := chartValues(t)
+	// A name that ends in "-" or is followed by "*" is a family (`--registry-tls-*-file`).
+	flagInDoc := regexp.MustCompile(`(?:^|[\s\x60'"(\[])--([a-z][a-z0-9-]*[a-z0-9])(?:[^a-z0-9*-]|$)`)
+	metricInDoc := regexp.MustCompile(`\b((?:mcs|gds)_[a-z0-9_]+[a-z0-9])\b`)
+	valueInDoc := regexp.MustCompile(`\x60((?:registry|controller|image|serviceMonitor|prometheusRule|grafanaDashboard|imagePullSecrets|podSecurityContext|securityContext)(?:\.[A-Za-z0-9]+)+)(?:[=\x60])`)
+	for _, file := range markdownFiles(t) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, name := string(raw), rel(t, file)
+		for _, m := range flagInDoc.FindAllStringSubmatch(doc, -1) {
+			if f := m[1]; flags[f] == "" && !otherTools[f] {
+				t.Errorf("%s names the flag --%s, which no binary defines", name, f)
+			}
+		}
+		for _, m := range metricInDoc.FindAllStringSubmatch(doc, -1) {
+			n := m[1]
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+			if metrics[n] == "" && metrics[base] == "" && !strings.HasSuffix(n, "_") {
+				t.Errorf("%s names the metric %s, which the code does not define", name, n)
+			}
+		}
+		for _, m := range valueInDoc.FindAllStringSubmatch(doc, -1) {
+			if !values[m[1]] {
+				t.Errorf("%s names the chart value %s, which values.yaml does not have", name, m[1])
+			}
+		}
+	}
+}
+
+// chartValues are the chart's value paths ("controller.registryUrls"), every level of
+// values.yaml.
+func chartValues(t *testing.T) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root(t), "charts", "global-discovery-mcs", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, x := range m {
+			out[prefix+k] = true
+			if sub, ok := x.(map[string]any); ok {
+				walk(prefix+k+".", sub)
+			}
+		}
+	}
+	walk("", v)
+	if len(out) < 30 {
+		t.Fatalf("values.yaml has only %d values", len(out))
+	}
+	return out
 }
 
 // TestOpenAPIInfo: the OpenAPI document says what it is and which version, not the proto
