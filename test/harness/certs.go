@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -46,6 +47,23 @@ func NewCA(tb testing.TB, name string) *CA {
 	ca.CertFile = filepath.Join(ca.dir, name+"-ca.crt")
 	writePEM(tb, ca.CertFile, "CERTIFICATE", der)
 	return ca
+}
+
+// ClientConfig is a TLS client configuration that trusts this CA for serverName and,
+// when certFile is set, presents the client certificate of certFile and keyFile.
+func (ca *CA) ClientConfig(tb testing.TB, serverName, certFile, keyFile string) *tls.Config {
+	tb.Helper()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	cfg := &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			tb.Fatalf("harness: client certificate: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
 }
 
 // IssueServer issues a server certificate for the DNS names and IPs and returns the

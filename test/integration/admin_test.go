@@ -186,7 +186,7 @@ func TestAdminThroughRegistry(t *testing.T) {
 	day := time.Now().Add(24 * time.Hour)
 	aCert, aKey := clientCA.IssueClient(t, "use1-a", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
 	adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://example.org/admin"}, day)
-	seed(dialTLS(t, "localhost:"+grpcPort, tlsClient(t, serverCA, aCert, aKey)), "use1-a")
+	seed(dialTLS(t, "localhost:"+grpcPort, serverCA.ClientConfig(t, "localhost", aCert, aKey)), "use1-a")
 	turl := []string{"--registry-url=https://localhost:" + restPort, "--registry-ca-file=" + serverCA.CertFile}
 	asCluster := append(turl, "--registry-cert-file="+aCert, "--registry-key-file="+aKey)
 	asAdmin := append(turl, "--registry-cert-file="+adminCert, "--registry-key-file="+adminKey)

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"math"
@@ -22,25 +21,6 @@ import (
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
-
-func tlsClient(t *testing.T, ca *harness.CA, certFile, keyFile string) *tls.Config {
-	t.Helper()
-	pem, err := os.ReadFile(ca.CertFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	cfg := &tls.Config{RootCAs: pool, ServerName: "localhost"}
-	if certFile != "" {
-		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Certificates = []tls.Certificate{kp}
-	}
-	return cfg
-}
 
 func dialTLS(t *testing.T, addr string, cfg *tls.Config) registryv1.RegistryServiceClient {
 	t.Helper()
@@ -69,9 +49,9 @@ func TestAuthenticatedClusters(t *testing.T) {
 	aCert, aKey := clientCA.IssueClient(t, "use1-a", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
 	bCert, bKey := clientCA.IssueClient(t, "usw2-a", []string{"spiffe://example.org/clusterset/prod/cluster/usw2-a"}, day)
 	adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://example.org/admin"}, day)
-	a := dialTLS(t, addr, tlsClient(t, serverCA, aCert, aKey))
-	b := dialTLS(t, addr, tlsClient(t, serverCA, bCert, bKey))
-	admin := dialTLS(t, addr, tlsClient(t, serverCA, adminCert, adminKey))
+	a := dialTLS(t, addr, serverCA.ClientConfig(t, "localhost", aCert, aKey))
+	b := dialTLS(t, addr, serverCA.ClientConfig(t, "localhost", bCert, bKey))
+	admin := dialTLS(t, addr, serverCA.ClientConfig(t, "localhost", adminCert, adminKey))
 
 	svc := &registryv1.ServiceKey{Namespace: "dynamo", Name: "svc"}
 	for _, c := range []struct {
@@ -126,7 +106,7 @@ func TestAuthenticatedClusters(t *testing.T) {
 	}
 
 	// REST: the identity comes from the client certificate; a forged header does not help.
-	restA := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClient(t, serverCA, aCert, aKey)}}
+	restA := &http.Client{Transport: &http.Transport{TLSClientConfig: serverCA.ClientConfig(t, "localhost", aCert, aKey)}}
 	req, _ := http.NewRequest(http.MethodDelete, "https://localhost:"+restPort+"/v1/clustersets/prod/clusters/usw2-a", nil)
 	req.Header.Set("Grpc-Metadata-X-Mcs-Client-Identity", "spiffe://example.org/admin")
 	resp, err := restA.Do(req)
@@ -156,9 +136,9 @@ func TestAuthenticatedClusters(t *testing.T) {
 	uCert, uKey := otherCA.IssueClient(t, "unknown", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
 	eCert, eKey := clientCA.IssueClient(t, "expired", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, time.Now().Add(-time.Minute))
 	for name, cfg := range map[string]*tls.Config{
-		"unknown CA": tlsClient(t, serverCA, uCert, uKey),
-		"expired":    tlsClient(t, serverCA, eCert, eKey),
-		"no cert":    tlsClient(t, serverCA, "", ""),
+		"unknown CA": serverCA.ClientConfig(t, "localhost", uCert, uKey),
+		"expired":    serverCA.ClientConfig(t, "localhost", eCert, eKey),
+		"no cert":    serverCA.ClientConfig(t, "localhost", "", ""),
 	} {
 		c := dialTLS(t, addr, cfg)
 		if _, err := c.ListClusters(ctx, &registryv1.ListClustersRequest{Clusterset: "prod"}); status.Code(err) != codes.Unavailable {

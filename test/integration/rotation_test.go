@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -150,7 +151,9 @@ func servedCertificate(addr, caFile, certFile, keyFile string) (*x509.Certificat
 		return nil, err
 	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err

@@ -2,13 +2,10 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +37,7 @@ func TestTLS(t *testing.T) {
 	waitExport(t, cl, "dynamo", "svc", readyConditions, 30*time.Second)
 
 	// REST over TLS, verified against the CA with the certificate's host.
-	pem, err := os.ReadFile(ca.CertFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(t, "localhost", "", "")}}
 	resp, err := hc.Get("https://localhost:" + restPort + "/v1/clustersets/prod/clusters")
 	if err != nil {
 		t.Fatalf("REST over TLS: %v", err)

@@ -283,9 +283,9 @@ func TestWatchesPerClient(t *testing.T) {
 	day := time.Now().Add(24 * time.Hour)
 	aCert, aKey := clientCA.IssueClient(t, "use1-a", []string{"spiffe://example.org/clusterset/prod/cluster/use1-a"}, day)
 	bCert, bKey := clientCA.IssueClient(t, "usw2-a", []string{"spiffe://example.org/clusterset/prod/cluster/usw2-a"}, day)
-	aTLS := tlsClient(t, serverCA, aCert, aKey)
+	aTLS := serverCA.ClientConfig(t, "localhost", aCert, aKey)
 	a := dialTLS(t, "localhost:"+grpcPort, aTLS)
-	b := dialTLS(t, "localhost:"+grpcPort, tlsClient(t, serverCA, bCert, bKey))
+	b := dialTLS(t, "localhost:"+grpcPort, serverCA.ClientConfig(t, "localhost", bCert, bKey))
 	open := func(c registryv1.RegistryServiceClient) error {
 		w, err := c.WatchImports(ctx, &registryv1.WatchImportsRequest{Clusterset: "prod"})
 		if err == nil {

@@ -2,8 +2,6 @@ package nodes
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -106,18 +104,8 @@ controller:
 
 	// The clusters, over HTTPS through `kubectl port-forward`, as an administrator.
 	adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://" + trustDomain + "/admin"}, time.Now().Add(24*time.Hour))
-	pair, err := tls.LoadX509KeyPair(adminCert, adminKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	caPEM, err := os.ReadFile(serverCA.CertFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots.AppendCertsFromPEM(caPEM)
-	httpsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: "mcs-registry.mcs-system.svc", MinVersion: tls.VersionTLS12}}}
+	httpsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: serverCA.ClientConfig(t, "mcs-registry.mcs-system.svc", adminCert, adminKey)}}
 	pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
 	harness.Eventually(t, "every cluster LEASE_STATE_ACTIVE", time.Minute, func() string {
 		resp, err := httpsClient.Get("https://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")

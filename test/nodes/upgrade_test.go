@@ -2,8 +2,6 @@ package nodes
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -160,18 +158,8 @@ controller:
   clusterId: %s
 `
 		adminCert, adminKey := clientCA.IssueClient(t, "admin", []string{"spiffe://" + trustDomain + "/admin"}, time.Now().Add(24*time.Hour))
-		pair, err := tls.LoadX509KeyPair(adminCert, adminKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots := x509.NewCertPool()
-		caPEM, err := os.ReadFile(serverCA.CertFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots.AppendCertsFromPEM(caPEM)
-		rest = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: "mcs-registry.mcs-system.svc", MinVersion: tls.VersionTLS12}}}
+		rest = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: serverCA.ClientConfig(t, "mcs-registry.mcs-system.svc", adminCert, adminKey)}}
 	}
 
 	// Install the earlier release.
