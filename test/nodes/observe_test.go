@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,7 +116,10 @@ func scrapeControllers(t *testing.T, clusters []*harness.Cluster) *controllerScr
 				if err != nil {
 					continue
 				}
-				pc := parseControllerMetrics(string(body))
+				pc, err := parseControllerMetrics(string(body))
+				if err != nil {
+					continue // a body cut short (the pod stopping): the last good counts stay
+				}
 				pc.cluster, pc.pod = clusters[i].Name, p.Name
 				if len(p.Spec.Containers) > 0 {
 					pc.image = p.Spec.Containers[0].Image
@@ -214,59 +216,35 @@ func (c countsByPod) errorsBy() string {
 
 // parseControllerMetrics reads mcs_controller_export_writes_total and
 // controller_runtime_reconcile_errors_total from a Prometheus text exposition.
-func parseControllerMetrics(text string) podCounts {
+func parseControllerMetrics(text string) (podCounts, error) {
 	pc := podCounts{errorsBy: map[string]float64{}}
-	for _, line := range strings.Split(text, "\n") {
-		name, labels, value, ok := metricLine(line)
-		if !ok {
+	writes, err := harness.Samples(text, "mcs_controller_export_writes_total")
+	if err != nil {
+		return pc, err
+	}
+	for _, s := range writes {
+		if s.Labels["result"] != "success" {
+			pc.writes.failed += s.Value
 			continue
 		}
-		switch name {
-		case "mcs_controller_export_writes_total":
-			if labels["result"] != "success" {
-				pc.writes.failed += value
-				continue
-			}
-			switch labels["op"] {
-			case "sync":
-				pc.writes.syncs += value
-			case "put":
-				pc.writes.puts += value
-			case "delete":
-				pc.writes.deletes += value
-			}
-		case "controller_runtime_reconcile_errors_total":
-			pc.writes.errors += value
-			pc.errorsBy[labels["controller"]] += value
+		switch s.Labels["op"] {
+		case "sync":
+			pc.writes.syncs += s.Value
+		case "put":
+			pc.writes.puts += s.Value
+		case "delete":
+			pc.writes.deletes += s.Value
 		}
 	}
-	return pc
-}
-
-// metricLine splits `name{k="v",...} value`; ok false for comments and blank lines.
-func metricLine(line string) (name string, labels map[string]string, value float64, ok bool) {
-	if line == "" || strings.HasPrefix(line, "#") {
-		return "", nil, 0, false
-	}
-	sp := strings.LastIndexByte(line, ' ')
-	if sp < 0 {
-		return "", nil, 0, false
-	}
-	v, err := strconv.ParseFloat(line[sp+1:], 64)
+	reconcileErrors, err := harness.Samples(text, "controller_runtime_reconcile_errors_total")
 	if err != nil {
-		return "", nil, 0, false
+		return pc, err
 	}
-	series := line[:sp]
-	labels = map[string]string{}
-	if i := strings.IndexByte(series, '{'); i >= 0 {
-		for _, kv := range strings.Split(strings.TrimSuffix(series[i+1:], "}"), ",") {
-			if k, v, found := strings.Cut(kv, "="); found {
-				labels[k] = strings.Trim(v, `"`)
-			}
-		}
-		series = series[:i]
+	for _, s := range reconcileErrors {
+		pc.writes.errors += s.Value
+		pc.errorsBy[s.Labels["controller"]] += s.Value
 	}
-	return series, labels, v, true
+	return pc, nil
 }
 
 func TestParseControllerMetrics(t *testing.T) {
@@ -280,7 +258,10 @@ controller_runtime_reconcile_errors_total{controller="serviceexport"} 5
 controller_runtime_reconcile_errors_total{controller="serviceimport"} 0
 controller_runtime_reconcile_total{controller="serviceimport",result="success"} 9
 `
-	got := parseControllerMetrics(text)
+	got, err := parseControllerMetrics(text)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := writes{syncs: 2, puts: 3, deletes: 4, failed: 1, errors: 5}
 	if got.writes != want || got.errorsBy["serviceexport"] != 5 {
 		t.Fatalf("got %+v %v, want %+v", got.writes, got.errorsBy, want)
