@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,15 +21,15 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
+// get is a GET's status and body; a failed request is status 0 with the error as body,
+// for waits that retry it.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	code, body, err := harness.Get(url)
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, body
 }
 
 // exportConditions is the manual's jsonpath:

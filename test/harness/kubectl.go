@@ -71,16 +71,14 @@ func (c *Cluster) PortForward(tb testing.TB, ns, target string, remotePort int) 
 
 // HTTPGet returns the trimmed body of a 200 answer.
 func HTTPGet(url string) (string, error) {
-	resp, err := http.Get(url)
+	code, body, err := Get(url)
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	if code != http.StatusOK {
+		return "", fmt.Errorf("%d %s: %s", code, http.StatusText(code), body)
 	}
-	return strings.TrimSpace(string(body)), nil
+	return strings.TrimSpace(body), nil
 }
 
 // WaitDeploymentAvailable waits up to 2 minutes for a Deployment to have an available

@@ -145,17 +145,23 @@ func valueOf(m *dto.Metric) float64 {
 // Scrape returns the text of a Prometheus endpoint.
 func Scrape(tb testing.TB, url string) string {
 	tb.Helper()
+	code, body, err := Get(url)
+	if err != nil || code != http.StatusOK {
+		tb.Fatalf("harness: metrics %s: %d %v", url, code, err)
+	}
+	return body
+}
+
+// Get is a GET's status and body, within 10 s: the plain GET every test helper makes.
+func Get(url string) (int, string, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
-		tb.Fatalf("harness: metrics %s: %v", url, err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("harness: metrics %s: %d %v", url, resp.StatusCode, err)
-	}
-	return string(b)
+	return resp.StatusCode, string(b), err
 }
 
 // CheckMetrics lints what url serves with `promtool check metrics` (names, units, types,

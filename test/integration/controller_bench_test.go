@@ -79,7 +79,7 @@ func BenchmarkExportEndpointChurn(b *testing.B) {
 func waitReadyCount(b *testing.B, reg *harness.Registry, want int) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		body, err := httpGet("http://" + reg.RESTAddr + "/v1/clustersets/prod/exports?includeEndpoints=true")
+		_, body, err := harness.Get("http://" + reg.RESTAddr + "/v1/clustersets/prod/exports?includeEndpoints=true")
 		if err == nil {
 			var resp struct {
 				Exports []struct {

@@ -15,7 +15,7 @@ import (
 // capacity sums mcs_registry_dynamodb_capacity_units_total into reads (GetItem, Query) and
 // writes (the rest).
 func capacity(b *testing.B, reg *harness.Registry) (reads, writes float64) {
-	body, err := httpGet("http://" + reg.AdminAddr + "/metrics")
+	_, body, err := harness.Get("http://" + reg.AdminAddr + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}

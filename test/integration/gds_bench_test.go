@@ -82,7 +82,7 @@ func BenchmarkGlobalDiscoveryService10kSlices(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			resp, err := httpGet(base + "/routers")
+			_, resp, err := harness.Get(base + "/routers")
 			if err == nil && strings.Count(resp, `"replica"`) == 99 {
 				break
 			}

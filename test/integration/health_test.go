@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
@@ -22,11 +20,7 @@ func TestHealthFollowsStore(t *testing.T) {
 	table := newTable(t, d)
 	fw := harness.Forward(t, strings.TrimPrefix(d.Endpoint, "http://"))
 	reg := dynamoRegistry(t, &harness.DynamoDB{Endpoint: "http://" + fw.Addr, Region: d.Region}, table)
-	conn, err := grpc.NewClient(reg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialConn(t, reg.GRPCAddr)
 	hc := healthpb.NewHealthClient(conn)
 	status := func() string {
 		var out []string

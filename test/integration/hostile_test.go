@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -163,11 +162,7 @@ func TestRegistryRefusals(t *testing.T) {
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory")
 	c := dial(t, reg.GRPCAddr)
-	conn, err := grpc.NewClient(reg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialConn(t, reg.GRPCAddr)
 	// Raw bytes on the wire: a truncated field, and a string field holding invalid UTF-8
 	// (field 1, clusterset: tag 0x0a, length 2, 0xff 0xfe).
 	for name, raw := range map[string][]byte{"truncated": {0x0a, 0x05, 'a'}, "invalid UTF-8": {0x0a, 0x02, 0xff, 0xfe}} {
@@ -179,7 +174,7 @@ func TestRegistryRefusals(t *testing.T) {
 	}
 
 	svc := &registryv1.ServiceKey{Namespace: "dynamo", Name: "svc"}
-	_, err = c.DeleteExport(ctx, &registryv1.DeleteExportRequest{Clusterset: "prod", ClusterId: "nobody", Service: svc})
+	_, err := c.DeleteExport(ctx, &registryv1.DeleteExportRequest{Clusterset: "prod", ClusterId: "nobody", Service: svc})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("DeleteExport from an unregistered cluster: %v, want FAILED_PRECONDITION", err)
 	}
@@ -373,11 +368,7 @@ func TestDecodeCostOfOneRequest(t *testing.T) {
 	reg := harness.StartRegistry(t, "--store=memory")
 	c := dial(t, reg.GRPCAddr)
 	by := startBystander(t, ctx, c)
-	conn, err := grpc.NewClient(reg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialConn(t, reg.GRPCAddr, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 	defer conn.Close()
 	// SyncExportsRequest{clusterset: "prod", exports: [{endpoint_groups: [{endpoints: [{}, {}, …]}]}, …]}
 	var req []byte

@@ -89,7 +89,7 @@ func BenchmarkImportScale(b *testing.B) {
 func waitCount(b *testing.B, addr, metric string, want int) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		if body, err := httpGet("http://" + addr + "/metrics"); err == nil {
+		if _, body, err := harness.Get("http://" + addr + "/metrics"); err == nil {
 			if v, err := harness.MetricIn(body, metric); err == nil && v >= float64(want) {
 				return
 			}

@@ -34,7 +34,7 @@ func startRegistryOn(t *testing.T, storeName string, extra ...string) *harness.R
 // metric sums the values of the registry's metric lines that start with prefix.
 func metric(t testing.TB, reg *harness.Registry, prefix string) float64 {
 	t.Helper()
-	body, err := httpGet("http://" + reg.AdminAddr + "/metrics")
+	_, body, err := harness.Get("http://" + reg.AdminAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -38,12 +37,7 @@ func loadSize(clusters, services, endpoints, watches int) (int, int, int, int) {
 // controller's client takes them.
 func dialRaw(tb testing.TB, addr string) *grpc.ClientConn {
 	tb.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { conn.Close() })
-	return conn
+	return dialConn(tb, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 }
 
 // revisionOnly is a WatchImportsResponse read for its revision (field 2) and

@@ -150,7 +150,7 @@ func TestAPIServerRefusesOneSourceCluster(t *testing.T) {
 		}
 		return fmt.Sprintf("%d events, none matching", len(events.Items))
 	})
-	if body, err := httpGet("http://" + ctl.MetricsAddr + "/metrics"); err != nil || !strings.Contains(body, `mcs_controller_imports_refused{source_cluster="bad"} 1`) {
+	if _, body, err := harness.Get("http://" + ctl.MetricsAddr + "/metrics"); err != nil || !strings.Contains(body, `mcs_controller_imports_refused{source_cluster="bad"} 1`) {
 		t.Fatalf("metric: %v\n%s", err, grepLines(body, "mcs_controller_imports_refused"))
 	}
 
@@ -167,7 +167,7 @@ func TestAPIServerRefusesOneSourceCluster(t *testing.T) {
 		}
 		return ""
 	})
-	if body, _ := httpGet("http://" + ctl.MetricsAddr + "/metrics"); strings.Contains(body, `mcs_controller_imports_refused{source_cluster="bad"}`) {
+	if _, body, _ := harness.Get("http://" + ctl.MetricsAddr + "/metrics"); strings.Contains(body, `mcs_controller_imports_refused{source_cluster="bad"}`) {
 		t.Fatalf("metric still there:\n%s", grepLines(body, "mcs_controller_imports_refused"))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -24,25 +23,31 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
-func dial(t testing.TB, addr string) registryv1.RegistryServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dialConn is a plaintext connection to addr, closed when the test ends.
+func dialConn(tb testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	tb.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
+		tb.Fatalf("dial %s: %v", addr, err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return registryv1.NewRegistryServiceClient(conn)
+	tb.Cleanup(func() { conn.Close() })
+	return conn
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
+// dial is a registry client over a plaintext connection.
+func dial(tb testing.TB, addr string) registryv1.RegistryServiceClient {
+	tb.Helper()
+	return registryv1.NewRegistryServiceClient(dialConn(tb, addr))
+}
+
+// get is a GET's status and body; a failed request fails the test.
+func get(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	code, body, err := harness.Get(url)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		tb.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, body
 }
 
 func relaySpec(port int32) *registryv1.ExportSpec {
@@ -322,16 +327,6 @@ func TestRegistryBadFlags(t *testing.T) {
 			t.Errorf("mcs-registry %v: err=%v output=%s; want it to fail with %q", tc.args, err, out, tc.want)
 		}
 	}
-}
-
-func httpGet(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
 }
 
 func grepLines(s, sub string) string {
