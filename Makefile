@@ -212,13 +212,14 @@ fuzz:
 # Integration tests run the real binaries against real kube-apiservers and dynoxide. The
 # longest packages are named first, so go test starts them first and the short ones fill the
 # other slot: test/nodes and test/demo's node test take the machine's node network one
-# after the other, so the nodes package should not wait behind the others.
+# after the other, so the nodes package should not wait behind the others, and test/demo
+# takes the slot test/nodes frees (it ends before test/integration).
 # test/nodes and TestDemoOnNodes start clusters with real nodes, which needs root (and the
 # Debian packages .ci/run installs): as another user they are left out, and `make test`
 # says so at its end.
 AS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo 1)
 ifeq ($(AS_ROOT),1)
-TEST_PACKAGES := ./nodes/ ./integration/ ./release/ ./e2e/ ./...
+TEST_PACKAGES := ./nodes/ ./integration/ ./demo/ ./release/ ./e2e/ ./...
 TEST_SKIP :=
 else
 TEST_PACKAGES = ./integration/ ./release/ ./e2e/ $(shell cd test && go list ./... | grep -v '/test/nodes$$')
