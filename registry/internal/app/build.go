@@ -63,7 +63,22 @@ func (p *process) buildStore(ctx context.Context) error {
 			p.log.Warn("skipped a stored item that cannot be decoded", "pk", pk, "sk", sk, "error", err)
 		}
 	}
-	st, err := openStore(ctx, p.cfg, p.m.capacity, badItem)
+	// A write no caller waits for (a heartbeat, an old chunk's delete) that fails is
+	// counted, and logged at its 1st, 10th, 100th, ... failure of each kind: a store that
+	// stays down does not flood the log.
+	var droppedMu sync.Mutex
+	droppedCount := map[string]int{}
+	dropped := func(op string, err error) {
+		p.m.droppedWrites.WithLabelValues(op).Inc()
+		droppedMu.Lock()
+		droppedCount[op]++
+		n := droppedCount[op]
+		droppedMu.Unlock()
+		if isPowerOfTen(n) {
+			p.log.Warn("a store write that no request waits for failed", "op", op, "failures", n, "error", err)
+		}
+	}
+	st, err := openStore(ctx, p.cfg, p.m.capacity, badItem, dropped)
 	if err != nil {
 		return err
 	}
@@ -233,4 +248,12 @@ func (p *process) buildAdmin() {
 		fmt.Fprintln(w, "ok")
 	})
 	p.admin = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// isPowerOfTen reports whether n is 1, 10, 100, ...
+func isPowerOfTen(n int) bool {
+	for n >= 10 && n%10 == 0 {
+		n /= 10
+	}
+	return n == 1
 }

@@ -28,6 +28,7 @@ type metrics struct {
 	refusals      *prometheus.CounterVec
 	tlsReloads    *prometheus.CounterVec
 	tlsNotAfter   prometheus.Gauge
+	droppedWrites *prometheus.CounterVec
 	storeUp       prometheus.Gauge
 	throttled     *prometheus.CounterVec
 	// throttledMu guards throttledClients, the clients throttled has a series for.
@@ -72,6 +73,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_store_bad_items_total",
 		Help: "Stored items skipped because they cannot be decoded (dynamodb store); each is logged with its key.",
 	})
+	m.droppedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcs_registry_store_dropped_writes_total",
+		Help: "Store writes that failed where no request waits for them, by op: heartbeat and heartbeat_cleanup (replication heartbeats), chunk_delete (an endpoint chunk of a replaced export generation, left in the table).",
+	}, []string{"op"})
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcs_registry_limit_refusals_total",
 		Help: "Requests refused, and watches closed, because they reached a limit, by limit (docs/configuration.md).",
@@ -100,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled)
+	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled, m.droppedWrites)
 	return m
 }
 

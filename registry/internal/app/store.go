@@ -26,7 +26,7 @@ import (
 // openStore opens the configured store. The DynamoDB store takes its credentials from the
 // default AWS chain, its region from --region or AWS_REGION, and its endpoint from
 // --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
-func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc) (store.Store, error) {
+func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc, dropped dynamostore.DroppedWriteFunc) (store.Store, error) {
 	// The per-cluster quotas, enforced by the store in each write across every replica.
 	quota := store.Quota{Exports: cfg.MaxExportsPerCluster, Endpoints: cfg.MaxEndpointsPerCluster, Bytes: cfg.MaxBytesPerCluster}
 	if cfg.Store == "memory" {
@@ -53,7 +53,7 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	stOpts := dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Region: awsCfg.Region, Capacity: capacity, BadItem: badItem, Quota: quota}
+	stOpts := dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Region: awsCfg.Region, Capacity: capacity, BadItem: badItem, DroppedWrite: dropped, Quota: quota}
 	if cfg.ReplicationHeartbeatInterval > 0 {
 		stOpts.Replication = &dynamostore.ReplicationOptions{Region: awsCfg.Region, Replica: replicaName(), Interval: cfg.ReplicationHeartbeatInterval}
 	}

@@ -64,6 +64,7 @@ type Store struct {
 	// poll is the change feed's polling interval per shard.
 	poll    time.Duration
 	badItem BadItemFunc
+	dropped DroppedWriteFunc
 	now     func() time.Time
 	quota   store.Quota
 	// region is recorded on every registration and renewal (Cluster.RenewRegion).
@@ -74,6 +75,12 @@ type Store struct {
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.
 type BadItemFunc func(pk, sk string, err error)
+
+// DroppedWriteFunc is told of a write that failed where no caller waits for it, by what it
+// was: "heartbeat" (a replication heartbeat; the next one follows), "heartbeat_cleanup"
+// (removing a heartbeat item) or "chunk_delete" (an endpoint chunk of a replaced export
+// generation, left behind in the table).
+type DroppedWriteFunc func(op string, err error)
 
 var _ store.Store = (*Store)(nil)
 
@@ -93,6 +100,9 @@ type Options struct {
 	// BadItem, when set, is told of every item skipped because it cannot be decoded (an
 	// item written by something else, or damaged): one bad item must not stop a replica.
 	BadItem BadItemFunc
+	// DroppedWrite, when set, is told of every write that failed where no caller waits
+	// for it, so that no failure goes unseen.
+	DroppedWrite DroppedWriteFunc
 	// Quota bounds what each cluster may hold, across every replica sharing the table.
 	Quota store.Quota
 	// Replication, when set, turns on the replication heartbeats (RunHeartbeats,
@@ -113,7 +123,11 @@ func New(opts Options) *Store {
 	if bad == nil {
 		bad = func(string, string, error) {}
 	}
-	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, now: time.Now, quota: opts.Quota, region: opts.Region}
+	dropped := opts.DroppedWrite
+	if dropped == nil {
+		dropped = func(string, error) {}
+	}
+	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, dropped: dropped, now: time.Now, quota: opts.Quota, region: opts.Region}
 	if opts.Replication != nil {
 		st.replication = newReplication(*opts.Replication)
 	}

@@ -351,15 +351,20 @@ func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.
 		// A damaged item's count (2^40): remove the chunks that exist, not every name.
 		items, err := st.queryProjected(ctx, clusterset, chunkPrefix(svc, id, gen), "SK", nil)
 		if err != nil {
+			st.dropped("chunk_delete", err)
 			return
 		}
 		for _, it := range items {
-			_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), getS(it, attrSK))})
+			if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), getS(it, attrSK))}); err != nil {
+				st.dropped("chunk_delete", err)
+			}
 		}
 		return
 	}
 	for i := range count {
-		_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))})
+		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))}); err != nil {
+			st.dropped("chunk_delete", err)
+		}
 	}
 }
 

@@ -104,7 +104,9 @@ func (st *Store) RunHeartbeats(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = st.api.DeleteItem(dctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(replicationPK, heartbeatPrefix+r.self())})
+			if _, err := st.api.DeleteItem(dctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(replicationPK, heartbeatPrefix+r.self())}); err != nil {
+				st.dropped("heartbeat_cleanup", err)
+			}
 			cancel()
 			return
 		case <-t.C:
@@ -135,9 +137,13 @@ func (st *Store) heartbeat(ctx context.Context) {
 	item["region"] = strAttr(r.region)
 	item["seq"] = numAttr(seq)
 	item["echo"] = &types.AttributeValueMemberM{Value: echo}
-	_, _ = st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: item})
+	if _, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: item}); err != nil {
+		st.dropped("heartbeat", err)
+	}
 	for _, k := range silent {
-		_, _ = st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(replicationPK, heartbeatPrefix+k)})
+		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(replicationPK, heartbeatPrefix+k)}); err != nil {
+			st.dropped("heartbeat_cleanup", err)
+		}
 	}
 }
 
