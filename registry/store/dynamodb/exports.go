@@ -2,115 +2,17 @@ package dynamodb
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"google.golang.org/protobuf/proto"
 
-	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
-
-// groups wraps endpoint groups for storage; an Export message carries them.
-func marshalGroups(groups []*registryv1.EndpointGroup) ([]byte, error) {
-	return proto.MarshalOptions{Deterministic: true}.Marshal(&registryv1.Export{EndpointGroups: groups})
-}
-
-func unmarshalGroups(data []byte) ([]*registryv1.EndpointGroup, error) {
-	e := &registryv1.Export{}
-	if err := proto.Unmarshal(data, e); err != nil {
-		return nil, err
-	}
-	return e.GetEndpointGroups(), nil
-}
-
-// chunks splits endpoint groups into pieces of at most chunkLimit bytes each; an endpoint
-// group that is too large is split by endpoints.
-func chunks(groups []*registryv1.EndpointGroup) ([][]byte, error) {
-	var out [][]byte
-	var cur []*registryv1.EndpointGroup
-	size := 0
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
-		data, err := marshalGroups(cur)
-		if err != nil {
-			return err
-		}
-		out = append(out, data)
-		cur, size = nil, 0
-		return nil
-	}
-	for _, g := range groups {
-		head := &registryv1.EndpointGroup{AddressType: g.GetAddressType(), Ports: g.GetPorts()}
-		part := proto.Clone(head).(*registryv1.EndpointGroup)
-		partSize := proto.Size(head)
-		for _, e := range g.GetEndpoints() {
-			es := proto.Size(e) + 8
-			if size+partSize+es > chunkLimit && (len(part.Endpoints) > 0 || len(cur) > 0) {
-				if len(part.Endpoints) > 0 {
-					cur = append(cur, part)
-				}
-				if err := flush(); err != nil {
-					return nil, err
-				}
-				part = proto.Clone(head).(*registryv1.EndpointGroup)
-				partSize = proto.Size(head)
-			}
-			part.Endpoints = append(part.Endpoints, e)
-			partSize += es
-		}
-		cur = append(cur, part)
-		size += partSize
-	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func newGen() string {
-	var x [6]byte
-	_, _ = rand.Read(x[:])
-	return hex.EncodeToString(x[:])
-}
-
-// putExport writes one export: chunk items first (when the endpoints do not fit inline),
-// then the export item in a transaction with a check that the cluster exists, then the
-// previous chunks are removed.
-// encoded is an export's spec and endpoints as stored, their sum and their weight.
-type encoded struct {
-	spec, eps []byte
-	sum       []byte
-	weight    store.Usage
-}
-
-func encodeExport(e store.Export) (encoded, error) {
-	spec, err := proto.MarshalOptions{Deterministic: true}.Marshal(e.Spec)
-	if err != nil {
-		return encoded{}, fmt.Errorf("encode export spec: %w", err)
-	}
-	eps, err := marshalGroups(e.EndpointGroups)
-	if err != nil {
-		return encoded{}, fmt.Errorf("encode endpoints: %w", err)
-	}
-	h := sha256.New()
-	_ = binary.Write(h, binary.BigEndian, uint64(len(spec)))
-	h.Write(spec)
-	h.Write(eps)
-	return encoded{spec: spec, eps: eps, sum: h.Sum(nil), weight: store.Weight(e.Spec, e.EndpointGroups)}, nil
-}
 
 // held is what the table holds of an export before a write: its chunks (to remove after
 // the write), its create time, the write it holds (writeUs: the next write's condition) and
@@ -230,79 +132,6 @@ func inlineUpdate(e store.Export, enc encoded) (string, map[string]types.Attribu
 	return update + ", eps = :eps REMOVE gen, chunks", values
 }
 
-// transactAttempts bounds how often a transaction refused for a conflict with another
-// transaction on one of its items (the cluster item, which every export write of the
-// cluster checks) is sent again.
-const transactAttempts = 5
-
-// transact sends a transaction, again after a short wait while DynamoDB refuses it for a
-// conflict with another transaction in progress on one of its items (the SDK retries
-// TransactionInProgress, not this).
-func (st *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
-	for attempt := 1; ; attempt++ {
-		_, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-		if !isTransactionConflict(err) || attempt == transactAttempts {
-			return err
-		}
-		wait := time.Duration(attempt)*10*time.Millisecond + time.Duration(mathrand.Int64N(int64(10*time.Millisecond))) //nolint:gosec // G404: jitter, not a secret.
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return err
-		}
-	}
-}
-
-// isTransactionConflict: a transaction cancelled only because another one was in progress
-// on one of its items; no condition of its own failed.
-func isTransactionConflict(err error) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return false
-	}
-	conflict := false
-	for _, r := range tce.CancellationReasons {
-		switch aws.ToString(r.Code) {
-		case "TransactionConflict":
-			conflict = true
-		case "", "None":
-		default:
-			return false
-		}
-	}
-	return conflict
-}
-
-// clusterCheck is a write's condition on its cluster: the cluster exists and no delete of
-// its exports is newer than the write (time w, microseconds).
-func clusterCheck(table *string, p, clusterID string, w int64) types.TransactWriteItem {
-	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: table, Key: key(p, clusterSK(clusterID)),
-		ConditionExpression:                 aws.String("attribute_exists(PK) AND (attribute_not_exists(fenceUs) OR fenceUs < :w)"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":w": numAttr(w)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}
-}
-
-// exportUpdate is the write of an export item at time w over old, what it held when read
-// (nil: nothing): it applies only while the item is still that.
-func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64, old *held) types.TransactWriteItem {
-	values[":w"] = numAttr(w)
-	cond, prior := priorCheck(old)
-	for k, v := range prior {
-		values[k] = v
-	}
-	return types.TransactWriteItem{Update: &types.Update{TableName: table, Key: key(p, exportSK(e.Service, e.ClusterID)),
-		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: map[string]string{"#sum": "sum"}, ExpressionAttributeValues: values}}
-}
-
-// delta is the usage a write of an export weighing w over old changes.
-func delta(w store.Usage, old *held) store.Usage {
-	if old == nil {
-		return w
-	}
-	return w.Sub(old.weight)
-}
-
 // errFenced: a delete of the cluster's exports is newer than the write.
 var errFenced = errors.New("fenced by a later delete")
 
@@ -344,28 +173,6 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc 
 		return unavailable("put export", err)
 	}
 	return nil
-}
-
-func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.ServiceKey, id, gen string, count int) {
-	if count < 1 || count > maxChunks {
-		// A damaged item's count (2^40): remove the chunks that exist, not every name.
-		items, err := st.queryProjected(ctx, clusterset, chunkPrefix(svc, id, gen), "SK", nil)
-		if err != nil {
-			st.dropped("chunk_delete", err)
-			return
-		}
-		for _, it := range items {
-			if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), getS(it, attrSK))}); err != nil {
-				st.dropped("chunk_delete", err)
-			}
-		}
-		return
-	}
-	for i := range count {
-		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))}); err != nil {
-			st.dropped("chunk_delete", err)
-		}
-	}
 }
 
 func (st *Store) getExportItem(ctx context.Context, clusterset string, svc store.ServiceKey, id string) (map[string]types.AttributeValue, error) {
