@@ -265,3 +265,17 @@ type Store interface {
 	// Ping checks that the store can serve requests.
 	Ping(ctx context.Context) error
 }
+
+// ByService groups exports by Service: the Services in the order their first export
+// comes, and each Service's exports in their order.
+func ByService(exports []Export) ([]ServiceKey, map[ServiceKey][]Export) {
+	byService := map[ServiceKey][]Export{}
+	var keys []ServiceKey
+	for _, e := range exports {
+		if _, ok := byService[e.Service]; !ok {
+			keys = append(keys, e.Service)
+		}
+		byService[e.Service] = append(byService[e.Service], e)
+	}
+	return keys, byService
+}

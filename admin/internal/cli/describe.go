@@ -125,14 +125,7 @@ func describeLocality(exports []store.Export, participants map[string]merge.Part
 	if err != nil {
 		return nil, err
 	}
-	byService := map[store.ServiceKey][]store.Export{}
-	var keys []store.ServiceKey
-	for _, e := range exports {
-		if _, ok := byService[e.Service]; !ok {
-			keys = append(keys, e.Service)
-		}
-		byService[e.Service] = append(byService[e.Service], e)
-	}
+	keys, byService := store.ByService(exports)
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].Namespace != keys[j].Namespace {
 			return keys[i].Namespace < keys[j].Namespace

@@ -331,14 +331,7 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, know
 	}
 	// Known exports by Service, each Service's placed at once: a batch of many clusters'
 	// syncs costs each Service one pass, not one copy of its exports per cluster.
-	byService := map[store.ServiceKey][]store.Export{}
-	var services []store.ServiceKey
-	for _, e := range known {
-		if _, ok := byService[e.Service]; !ok {
-			services = append(services, e.Service)
-		}
-		byService[e.Service] = append(byService[e.Service], e)
-	}
+	services, byService := store.ByService(known)
 	for _, k := range services {
 		held, ok := next[k]
 		if !ok {
