@@ -465,9 +465,6 @@ func findCondition(se *mcsv1beta1.ServiceExport, t string) metav1.Condition {
 // after; ClusterLeaseExpired when heartbeats stop reaching the registry; and after a
 // memory-registry restart the controller registers again and sends every export at once.
 func TestControllerPendingLeaseExpiryAndRestart(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cl := memberCluster(t, ctx)
@@ -690,9 +687,6 @@ func TestControllerRestoresMissingExports(t *testing.T) {
 // Ready=False Failed with the registry's message and an ExportFailed Event; it is sent
 // again (every 30 s) and exported once the cluster is back under the limit.
 func TestControllerLimitRefusal(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	reg := harness.StartRegistry(t, "--store=memory", "--max-exports-per-cluster=1")

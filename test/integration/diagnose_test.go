@@ -92,9 +92,6 @@ func (d diagnosis) find(target, check string) (string, string, string) {
 // exit 1: a wrong CA, a conflict, a v1alpha1-only CRD, an expired lease, a missing
 // permission.
 func TestDiagnose(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ca := harness.NewCA(t, "registry")

@@ -72,9 +72,6 @@ func relayClusterset(t *testing.T, ctx context.Context, extra ...string) (*harne
 // exports again), the held import says so in its EndpointsHeld condition and metrics, and
 // the cluster that did not come back leaves every import within one lease.
 func TestRegistryRestartKeepsImports(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const lease = 6 * time.Second
@@ -168,9 +165,6 @@ func TestRegistryRestartKeepsImports(t *testing.T) {
 // its exports, and watch again, all within the hold, which counts from the old watch's
 // end: no cluster may see a moment without the others' endpoints.
 func TestRegistryDownLongerThanAReconnect(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	reg, ids, cls, ctls := relayClusterset(t, ctx)

@@ -83,9 +83,6 @@ func (rs *regionSet) outages(t *testing.T, monitors []*harness.EndpointsMonitor)
 // the lag 38 s. While the registry holds a cluster, its region's metric, ListClusters,
 // mcs-admin describe and the importing ServiceImport's ReplicationHeld condition say so.
 func TestReplicationStallCostsNoEndpoints(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rs := startRegionSet(t, ctx, []string{"use1-a", "usw2-a"}, []int{0, 1}, nil, nil)
@@ -218,9 +215,6 @@ func leaseTransitions(output, cluster string) map[string]int {
 // other region as they did before the hold, and come back when replication resumes;
 // euw1-a does not.
 func TestReplicationStallHoldIsBounded(t *testing.T) {
-	// It mostly waits (leases, holds, retries): it runs beside the package's other waiting
-	// tests, after the rest (docs/development.md, Test time).
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const lease, hold = 6 * time.Second, 15 * time.Second

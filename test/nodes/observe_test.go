@@ -19,7 +19,8 @@ import (
 )
 
 // trafficClient is a pod that sends a request through an address every 100 ms and logs
-// "ok" or "FAIL <n>" for each (busybox wget, 2 s timeout).
+// "ok" or "FAIL <n> <time> <wget's error>" for each (busybox wget, 2 s timeout; an empty
+// error is the timeout), so a failure says whether it was refused, reset or slow.
 type trafficClient struct {
 	cluster *harness.Cluster
 	target  string
@@ -28,7 +29,9 @@ type trafficClient struct {
 func startTraffic(t *testing.T, c *harness.Cluster, ip string) *trafficClient {
 	t.Helper()
 	tc := &trafficClient{cluster: c, target: "http://" + ip + ":80/"}
-	loop := fmt.Sprintf("n=0; while true; do n=$((n+1)); if timeout 2 wget -q -O /dev/null %s; then echo ok; else echo FAIL $n; fi; sleep 0.1; done", tc.target)
+	// No double quote or backslash: the loop goes into a double-quoted YAML string. The
+	// unquoted $err puts wget's message on the line.
+	loop := fmt.Sprintf("n=0; while true; do n=$((n+1)); if err=$(timeout 2 wget -q -O /dev/null %s 2>&1); then echo ok; else echo FAIL $n $(date +%%T) $err; fi; sleep 0.1; done", tc.target)
 	c.Apply(t, harness.DecodeYAML(t, "traffic", []byte(fmt.Sprintf(busyboxPod, "traffic", "dynamo", harness.BusyboxImage, loop)))...)
 	harness.Eventually(t, "the traffic client's first answer", 2*time.Minute, func() string {
 		out, err := c.Kubectl("-n", "dynamo", "logs", "traffic")
