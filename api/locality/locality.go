@@ -17,6 +17,10 @@ import (
 // "cluster,region".
 const Annotation = "multicluster.dynamo.nvidia.com/locality"
 
+// Default is the policy of a Service whose exports set none, unless the importing
+// controller's --default-locality says otherwise: its own cluster, then its region.
+const Default = "cluster,region"
+
 // Tier names, as the annotation, the flag and the condition reasons spell them.
 const (
 	Cluster = "cluster"

@@ -567,6 +567,7 @@ func TestControllerRefusesBadFlags(t *testing.T) {
 		{[]string{"--registry-url=https://a:9090", "--clusterset-id=prod"}, "--cluster-id is not set and ClusterProperty cluster.clusterset.k8s.io does not exist"},
 		{[]string{"--registry-url=https://a:9090", "--clusterset-id=Prod_1", "--cluster-id=a"}, `--clusterset-id "Prod_1": must be a DNS label`},
 		{[]string{"--registry-url=https://a:9090", "--clusterset-id=prod", "--cluster-id=a", "--import-workers=0"}, "--import-workers 0: must be between 1 and 64"},
+		{[]string{"--registry-url=https://a:9090", "--clusterset-id=prod", "--cluster-id=a", "--default-locality=cluster,zone"}, `invalid argument "cluster,zone" for "--default-locality" flag: "zone" is not a tier`},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, append(tc.args, "--kubeconfig="+cl.Kubeconfig, "--leader-elect=false", "--metrics-addr=0", "--health-probe-addr=0")...).CombinedOutput()

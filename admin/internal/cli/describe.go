@@ -97,7 +97,7 @@ type LocalityDescription struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Policy is the import's policy, the winning (oldest) export's; when the exports set
-	// none it is DefaultLocality, and PolicyDefault says so: a controller started with
+	// none it is locality.Default, and PolicyDefault says so: a controller started with
 	// another --default-locality chooses by its own.
 	Policy        string `json:"policy"`
 	PolicyDefault bool   `json:"policyDefault,omitempty"`
@@ -112,16 +112,12 @@ type TierDescription struct {
 	Clusters []string `json:"clusters"`
 }
 
-// DefaultLocality is the controllers' --default-locality default, which describe assumes
-// for a Service whose exports set no policy.
-const DefaultLocality = "cluster,region"
-
 // describeLocality computes, for each Service, the tier each participating cluster's
 // importer chooses: the registry's merge of the Service's exports, then the importer's
 // choice (api/locality) from each cluster's place. Zones are not known here: describe
 // cannot say HintsUnavailable (the ServiceImport's Locality condition does).
 func describeLocality(exports []store.Export, participants map[string]merge.Participant) ([]LocalityDescription, error) {
-	def, err := locality.Parse(DefaultLocality)
+	def, err := locality.Parse(locality.Default)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/registryclient"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
@@ -48,7 +49,7 @@ type Options struct {
 	importDeletionDelay time.Duration
 	importWorkers       int
 	verifyEvery         int
-	defaultLocality     string
+	defaultLocality     policyValue
 }
 
 // AddFlags defines the flags on fs (docs/configuration.md lists each one).
@@ -87,7 +88,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.importDeletionDelay, "import-deletion-delay", 0, "Keep imported objects this long after their import disappears from the registry; 0 deletes at once.")
 	fs.DurationVar(&o.canaryInterval, "canary-interval", 0, "Export a canary Service (mcs-canary, in the leader-election namespace) whose endpoint changes this often, and measure how long every other cluster's canary changes take to reach this one (mcs_controller_propagation_seconds); 0 turns the canary off, otherwise between 1s and 10m.")
 	fs.IntVar(&o.importWorkers, "import-workers", 8, "ServiceImports reconciled at once (1 to 64).")
-	fs.StringVar(&o.defaultLocality, "default-locality", "cluster,region", "The locality policy of imported Services whose exports set none (the multicluster.dynamo.nvidia.com/locality annotation): tiers among cluster, region and any, separated by commas; traffic goes to the first tier with a ready endpoint, else to every cluster. \"any\" spreads it over every cluster.")
+	o.defaultLocality = mustPolicy(locality.Default)
+	fs.Var(&o.defaultLocality, "default-locality", "The locality policy of imported Services whose exports set none (the multicluster.dynamo.nvidia.com/locality annotation): tiers among cluster, region and any, separated by commas; traffic goes to the first tier with a ready endpoint, else to every cluster. \"any\" spreads it over every cluster.")
 	fs.IntVar(&o.verifyEvery, "verify-exports-every", 6, "Every this many lease renewals, compare the registry's copy of the cluster's exports with the cluster's and send them again if they differ; 0 never.")
 	o.Logging.AddFlags(fs)
 }
@@ -112,9 +114,6 @@ func (o *Options) targets() ([]registryclient.Target, error) {
 	if c := o.canaryInterval; c < 0 || (c > 0 && (c < time.Second || c > 10*time.Minute)) {
 		return nil, fmt.Errorf("--canary-interval %s: must be 0 (no canary) or between 1s and 10m", c)
 	}
-	if _, err := locality.Parse(o.defaultLocality); err != nil {
-		return nil, fmt.Errorf("--default-locality %q: %w", o.defaultLocality, err)
-	}
 	if o.importWorkers < 1 || o.importWorkers > 64 {
 		return nil, fmt.Errorf("--import-workers %d: must be between 1 and 64", o.importWorkers)
 	}
@@ -125,6 +124,30 @@ func (o *Options) targets() ([]registryclient.Target, error) {
 		return nil, fmt.Errorf("--registry-health-timeout %s: must be at least 100ms", o.healthTimeout)
 	}
 	return targets, nil
+}
+
+// policyValue is a locality policy flag, parsed when it is set: a bad one is refused with
+// the flag's name before anything starts.
+type policyValue []registryv1.LocalityTier
+
+func (p *policyValue) String() string { return locality.Format(*p) }
+func (p *policyValue) Type() string   { return "policy" }
+func (p *policyValue) Set(v string) error {
+	tiers, err := locality.Parse(v)
+	if err != nil {
+		return err
+	}
+	*p = tiers
+	return nil
+}
+
+// mustPolicy parses a policy written in the code.
+func mustPolicy(s string) policyValue {
+	tiers, err := locality.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return tiers
 }
 
 type stringList []string

@@ -24,7 +24,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/apicheck"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/canary"
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/exporter"
@@ -158,14 +157,10 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod,
 		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
 	}
-	defaultLocality, err := locality.Parse(o.defaultLocality)
-	if err != nil {
-		return fmt.Errorf("--default-locality: %w", err)
-	}
 	imp := &importer.Reconciler{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
-		ClusterID: id.ClusterID, Region: id.Region, DefaultLocality: defaultLocality,
+		ClusterID: id.ClusterID, Region: id.Region, DefaultLocality: o.defaultLocality,
 		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused,
 			Tier: m.localityTier, TierGone: m.localityGone},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
