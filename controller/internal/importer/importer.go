@@ -120,7 +120,10 @@ type Reconciler struct {
 	held    map[string]map[types.NamespacedName]bool
 	refused map[string]map[types.NamespacedName]bool // by source cluster
 	tiers   map[types.NamespacedName]string          // the active locality tier by import
-	topo    Topology                                 // the nodes' zones, as last read
+	// topoMu guards topo, the nodes' zones as last read, across its read: a reconcile
+	// that finds it stale reads it while the others wait, rather than see a half-made one.
+	topoMu sync.Mutex
+	topo   Topology
 	// topoFresh: topo is what the cache holds; a Node event clears it.
 	topoFresh atomic.Bool
 	events    chan event.GenericEvent

@@ -82,9 +82,10 @@ func (r *Reconciler) nodesChanged() { r.topoFresh.Store(false) }
 // topology returns the zones of the cluster's nodes, read again from the cache only after
 // a Node event: an import's reconcile does not walk every node.
 func (r *Reconciler) topology(ctx context.Context) (Topology, error) {
+	r.topoMu.Lock()
+	defer r.topoMu.Unlock()
+	// Marked fresh before the read: a Node event during it marks it stale again.
 	if r.topoFresh.Swap(true) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		return r.topo, nil
 	}
 	t, err := r.readTopology(ctx)
@@ -92,9 +93,7 @@ func (r *Reconciler) topology(ctx context.Context) (Topology, error) {
 		r.topoFresh.Store(false)
 		return Topology{}, err
 	}
-	r.mu.Lock()
 	r.topo = t
-	r.mu.Unlock()
 	return t, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -169,5 +172,61 @@ func TestOnlyConflicts(t *testing.T) {
 		if got := onlyConflicts(tc.err); got != tc.want {
 			t.Errorf("onlyConflicts(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestTopologyReadOnce: the nodes' zones are read once, and again only after a Node
+// event; a reconcile that asks while another is reading them waits for that read instead of
+// taking the topology before it (no zones, which hints the placeholder zone).
+func TestTopologyReadOnce(t *testing.T) {
+	node := func(name, zone string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	}
+	r, c, _ := newImporter(t, &fakeImports{}, node("n1", "z1"))
+	var lists atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if lists.Add(1) == 1 {
+				close(started)
+				<-release // the first read is slow
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	ctx := context.Background()
+	first := make(chan Topology)
+	go func() {
+		topo, err := r.topology(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- topo
+	}()
+	<-started
+	second := make(chan Topology)
+	go func() {
+		topo, err := r.topology(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- topo
+	}()
+	time.Sleep(50 * time.Millisecond) // the second caller asks during the first read
+	close(release)
+	for _, got := range []Topology{<-first, <-second} {
+		if !slices.Equal(got.Zones, []string{"z1"}) {
+			t.Fatalf("topology %+v, want zone z1 for both callers", got)
+		}
+	}
+	if _, err := r.topology(ctx); err != nil || lists.Load() != 1 {
+		t.Fatalf("%d reads of the nodes without a Node event (%v), want 1", lists.Load(), err)
+	}
+	if err := c.Create(ctx, node("n2", "z2")); err != nil {
+		t.Fatal(err)
+	}
+	r.nodesChanged()
+	if got, err := r.topology(ctx); err != nil || !slices.Equal(got.Zones, []string{"z1", "z2"}) || lists.Load() != 2 {
+		t.Fatalf("after a Node event: %+v (%v), %d reads; want zones z1 z2 read again", got, err, lists.Load())
 	}
 }
