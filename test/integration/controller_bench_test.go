@@ -227,32 +227,38 @@ func BenchmarkExportReadinessFlip(b *testing.B) {
 // readyWatch follows the imported EndpointSlices of a Service in one cluster and reports on
 // ch the time of every change of the readiness of the endpoint with addr.
 func readyWatch(b testing.TB, c *harness.Cluster, ns, svc, addr string) <-chan readyAt {
+	ch := make(chan readyAt, 1024)
+	watchSlices(b, c, ns, client.MatchingLabels{"multicluster.kubernetes.io/service-name": svc}, func(at time.Time, s *discoveryv1.EndpointSlice) {
+		for _, e := range s.Endpoints {
+			if len(e.Addresses) == 1 && e.Addresses[0] == addr {
+				ch <- readyAt{at: at, ready: e.Conditions.Ready != nil && *e.Conditions.Ready}
+			}
+		}
+	})
+	return ch
+}
+
+// watchSlices watches the EndpointSlices of a namespace with the labels until the test
+// ends, and gives each change to seen, with the time it arrived, on the watch's goroutine.
+func watchSlices(tb testing.TB, c *harness.Cluster, ns string, labels client.MatchingLabels, seen func(time.Time, *discoveryv1.EndpointSlice)) {
 	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: c.Client.Scheme()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	w, err := wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns), client.MatchingLabels{"multicluster.kubernetes.io/service-name": svc})
+	tb.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns), labels)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	ch := make(chan readyAt, 1024)
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
-			if !ok {
-				continue
-			}
-			for _, e := range s.Endpoints {
-				if len(e.Addresses) == 1 && e.Addresses[0] == addr {
-					ch <- readyAt{at: time.Now(), ready: e.Conditions.Ready != nil && *e.Conditions.Ready}
-				}
+			if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+				seen(time.Now(), s)
 			}
 		}
 	}()
-	return ch
 }
 
 // newFlipper creates dynamo/flip in cluster a (10 endpoints), watches its imported slices

@@ -21,32 +21,18 @@ type hintAt struct {
 
 // hintWatch reports the zone hint of each change of the slices service imports from source.
 func hintWatch(b testing.TB, c *harness.Cluster, ns, service, source string) <-chan hintAt {
-	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: c.Client.Scheme()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	w, err := wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns),
-		client.MatchingLabels{"multicluster.kubernetes.io/service-name": service, "multicluster.kubernetes.io/source-cluster": source})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ch := make(chan hintAt, 1024)
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
-			if !ok || len(s.Endpoints) == 0 {
-				continue
-			}
-			zone := ""
-			if h := s.Endpoints[0].Hints; h != nil && len(h.ForZones) > 0 {
-				zone = h.ForZones[0].Name
-			}
-			ch <- hintAt{at: time.Now(), zone: zone}
+	labels := client.MatchingLabels{"multicluster.kubernetes.io/service-name": service, "multicluster.kubernetes.io/source-cluster": source}
+	watchSlices(b, c, ns, labels, func(at time.Time, s *discoveryv1.EndpointSlice) {
+		if len(s.Endpoints) == 0 {
+			return
 		}
-	}()
+		zone := ""
+		if h := s.Endpoints[0].Hints; h != nil && len(h.ForZones) > 0 {
+			zone = h.ForZones[0].Name
+		}
+		ch <- hintAt{at: at, zone: zone}
+	})
 	return ch
 }
 

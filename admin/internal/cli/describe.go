@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ai-dynamo/global-discovery-mcs/admin/internal/registryrest"
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/api/locality"
 	"github.com/ai-dynamo/global-discovery-mcs/internal/command"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/merge"
@@ -193,7 +194,7 @@ func describe(ctx context.Context, st registryData, clusterset string, now time.
 		if s, ok := registryState(view, c.ClusterID); ok {
 			state = s
 		}
-		if state != "LEASE_STATE_EXPIRED" {
+		if state != registryv1.LeaseState_LEASE_STATE_EXPIRED.String() {
 			participants[c.ClusterID] = merge.Participant{Region: c.Region}
 		}
 		d.Clusters = append(d.Clusters, ClusterDescription{
