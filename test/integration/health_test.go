@@ -49,6 +49,15 @@ func TestHealthFollowsStore(t *testing.T) {
 	want("serving", "SERVING SERVING readyz=200 store_up=1")
 	fw.SetDown(true)
 	want("not serving while DynamoDB is unreachable", "NOT_SERVING NOT_SERVING readyz=503 store_up=0")
+	// The heartbeats that fail meanwhile, which no request waits for, are counted and
+	// logged, not dropped in silence.
+	harness.Eventually(t, "the failed heartbeats counted and logged", 30*time.Second, func() string {
+		n := harness.Metric(t, "http://"+reg.AdminAddr+"/metrics", `mcs_registry_store_dropped_writes_total{op="heartbeat"}`)
+		if n < 1 || !strings.Contains(grepLines(reg.Output(), `msg="a store write that no request waits for failed"`), " op=heartbeat failures=1 ") {
+			return fmt.Sprintf("%g dropped heartbeats counted; log:\n%s", n, grepLines(reg.Output(), "no request waits for"))
+		}
+		return ""
+	})
 	fw.SetDown(false)
 	want("serving again", "SERVING SERVING readyz=200 store_up=1")
 }
