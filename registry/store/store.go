@@ -192,8 +192,10 @@ const (
 	ChangeResync
 )
 
-// Change tells that a fact changed. An export change carries no data: the receiver reads
-// the store. A cluster change may carry the cluster's new state, saving that read.
+// Change tells that a fact changed. An export change names the changed Services and, when
+// Known, the cluster's exports of them after the change (keys and update times certain,
+// endpoints not always): a receiver that needs the endpoints reads the store. A cluster
+// change may carry the cluster's new state, saving that read.
 type Change struct {
 	Kind       ChangeKind
 	Clusterset string

@@ -2,10 +2,17 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"google.golang.org/protobuf/proto"
 
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store/storetest"
@@ -43,4 +50,71 @@ func TestDynamoDBStoreQuotaConformance(t *testing.T) {
 		}
 		return out
 	})
+}
+
+// TestOrphanedChunksSwept: a chunk of an export generation its item does not name, older
+// than the sweep's age, is removed by the replica that reads the export, and counted; a
+// young one (a write in flight) and one without a write time (an earlier release's) stay,
+// and the export reads whole.
+func TestOrphanedChunksSwept(t *testing.T) {
+	ctx := context.Background()
+	d := harness.StartDynamoDB(t)
+	table := harness.TableName(t)
+	if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+		t.Fatal(err)
+	}
+	swept := 0
+	st := dynamostore.New(dynamostore.Options{Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table,
+		SweptChunks: func(n int) { swept += n }})
+	now := time.Now()
+	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", Region: "us-east-1", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	// Endpoints past the inline limit (300 KB): stored in chunks.
+	var eps []*registryv1.Endpoint
+	for i := range 6000 {
+		eps = append(eps, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)},
+			Hostname: fmt.Sprintf("replica-%05d-of-a-large-inference-pool", i), Conditions: &registryv1.EndpointConditions{Ready: proto.Bool(true)}})
+	}
+	e := store.Export{Clusterset: "prod", ClusterID: "use1-a", Service: store.ServiceKey{Namespace: "dynamo", Name: "big"},
+		Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}},
+		EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}}, Endpoints: eps}},
+		CreateTime:     now, UpdateTime: now}
+	if _, err := st.PutExport(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	chunk := func(gen string, createMs int64) string {
+		sk := "EPS#dynamo/big#use1-a#" + gen + "#0"
+		item := map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CS#prod"}, "SK": &types.AttributeValueMemberS{Value: sk},
+			"data": &types.AttributeValueMemberB{Value: []byte("left behind")}}
+		if createMs > 0 {
+			item["createMs"] = &types.AttributeValueMemberN{Value: fmt.Sprint(createMs)}
+		}
+		if _, err := d.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		return sk
+	}
+	old := chunk("0000000000aa", now.Add(-11*time.Minute).UnixMilli())
+	young := chunk("0000000000bb", now.UnixMilli())
+	earlier := chunk("0000000000cc", 0)
+
+	got, err := st.ListServiceExports(ctx, "prod", e.Service)
+	if err != nil || len(got) != 1 || len(got[0].EndpointGroups[0].GetEndpoints()) != len(eps) {
+		t.Fatalf("the export after the orphans were written: %v, %d exports", err, len(got))
+	}
+	exists := func(sk string) bool {
+		out, err := d.Client().GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "CS#prod"}, "SK": &types.AttributeValueMemberS{Value: sk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item != nil
+	}
+	if exists(old) || swept != 1 {
+		t.Errorf("the orphan older than 10 minutes: still stored %v, %d swept; want removed, 1 swept", exists(old), swept)
+	}
+	if !exists(young) || !exists(earlier) {
+		t.Errorf("a young chunk (a write in flight) and one without a write time must stay: %v, %v", exists(young), exists(earlier))
+	}
 }

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/ratelimit"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/server"
@@ -79,7 +79,7 @@ type process struct {
 	storeState     *storeHealth
 
 	az                       *authz.Authorizer
-	admit                    *admission.Limiter
+	admit                    *ratelimit.Limiter
 	stream                   []grpc.StreamServerInterceptor
 	grpcTLS, restTLS         *tls.Config
 	svc                      *server.Server

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/ratelimit"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/authz"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/caller"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/imports"
@@ -78,7 +78,8 @@ func (p *process) buildStore(ctx context.Context) error {
 			p.log.Warn("a store write that no request waits for failed", "op", op, "failures", n, "error", err)
 		}
 	}
-	st, err := openStore(ctx, p.cfg, p.m.capacity, badItem, dropped)
+	st, err := openStore(ctx, p.cfg, dynamostore.Options{Capacity: p.m.capacity, BadItem: badItem, DroppedWrite: dropped,
+		SweptChunks: func(n int) { p.m.sweptChunks.Add(float64(n)) }})
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (p *process) buildGRPC() {
 		unary, p.stream = append(unary, p.az.Unary), append(p.stream, p.az.Stream)
 		identityOf = p.az.IdentityOf
 	}
-	p.admit = admission.New(admission.Share{Rate: cfg.ClientRate, Burst: cfg.ClientBurst}, p.m.clientThrottled)
+	p.admit = ratelimit.New(ratelimit.Share{Rate: cfg.ClientRate, Burst: cfg.ClientBurst}, p.m.clientThrottled)
 	p.svc = server.New(server.Options{Store: p.store, Cache: p.cache, Logger: p.log, Draining: p.draining, Refused: p.m.refused,
 		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster, MaxBytesPerCluster: cfg.MaxBytesPerCluster},
 		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: identityOf},

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/admission"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/ratelimit"
 )
 
 // Config is the registry's configuration, one field per flag.
@@ -41,7 +41,7 @@ type Config struct {
 	SendTimeout            time.Duration
 	IdleTimeout            time.Duration
 	MaxConnections         int
-	// Each client's share of a replica (admission.Share).
+	// Each client's share of a replica (ratelimit.Share).
 	ClientRate  float64
 	ClientBurst float64
 }
@@ -86,7 +86,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--client-rate: %g must be 0 (no limit) or more", c.ClientRate))
 	}
 	// A burst must hold the largest request, or that request could never be afforded.
-	if minBurst := 1 + float64(c.MaxRequestBytes)/admission.UnitBytes; c.ClientRate > 0 && c.ClientBurst < minBurst {
+	if minBurst := 1 + float64(c.MaxRequestBytes)/ratelimit.UnitBytes; c.ClientRate > 0 && c.ClientBurst < minBurst {
 		errs = append(errs, fmt.Errorf("--client-burst: %g must be at least %g, the cost of the largest request (--max-request-bytes %d: 1 unit and 1 for every 16 KiB)", c.ClientBurst, minBurst, c.MaxRequestBytes))
 	}
 	if c.SendTimeout < time.Second {

@@ -29,6 +29,7 @@ type metrics struct {
 	tlsReloads    *prometheus.CounterVec
 	tlsNotAfter   prometheus.Gauge
 	droppedWrites *prometheus.CounterVec
+	sweptChunks   prometheus.Counter
 	storeUp       prometheus.Gauge
 	throttled     *prometheus.CounterVec
 	// throttledMu guards throttledClients, the clients throttled has a series for.
@@ -75,8 +76,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	m.droppedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcs_registry_store_dropped_writes_total",
-		Help: "Store writes that failed where no request waits for them, by op: heartbeat and heartbeat_cleanup (replication heartbeats), chunk_delete (an endpoint chunk of a replaced export generation, left in the table).",
+		Help: "Store writes that failed where no request waits for them, by op: heartbeat and heartbeat_cleanup (replication heartbeats), chunk_delete (an endpoint chunk of a replaced export generation, left in the table), chunk_sweep (an orphaned chunk a reader failed to remove).",
 	}, []string{"op"})
+	m.sweptChunks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mcs_registry_store_swept_chunks_total",
+		Help: "Orphaned endpoint chunks (of an export generation its item no longer names, older than 10 minutes) that a read of the export found and removed (dynamodb store).",
+	})
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcs_registry_limit_refusals_total",
 		Help: "Requests refused, and watches closed, because they reached a limit, by limit (docs/configuration.md).",
@@ -105,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled, m.droppedWrites)
+	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled, m.droppedWrites, m.sweptChunks)
 	return m
 }
 

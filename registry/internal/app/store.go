@@ -26,7 +26,8 @@ import (
 // openStore opens the configured store. The DynamoDB store takes its credentials from the
 // default AWS chain, its region from --region or AWS_REGION, and its endpoint from
 // --endpoint-url or AWS_ENDPOINT_URL_DYNAMODB.
-func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFunc, badItem dynamostore.BadItemFunc, dropped dynamostore.DroppedWriteFunc) (store.Store, error) {
+// hooks are the DynamoDB store's reports (Capacity, BadItem, DroppedWrite, SweptChunks).
+func openStore(ctx context.Context, cfg Config, hooks dynamostore.Options) (store.Store, error) {
 	// The per-cluster quotas, enforced by the store in each write across every replica.
 	quota := store.Quota{Exports: cfg.MaxExportsPerCluster, Endpoints: cfg.MaxEndpointsPerCluster, Bytes: cfg.MaxBytesPerCluster}
 	if cfg.Store == "memory" {
@@ -53,7 +54,8 @@ func openStore(ctx context.Context, cfg Config, capacity dynamostore.CapacityFun
 	client := dynamodb.NewFromConfig(awsCfg)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	stOpts := dynamostore.Options{Client: client, Streams: dynamodbstreams.NewFromConfig(awsCfg), Table: cfg.DynamoDBTable, Region: awsCfg.Region, Capacity: capacity, BadItem: badItem, DroppedWrite: dropped, Quota: quota}
+	stOpts := hooks
+	stOpts.Client, stOpts.Streams, stOpts.Table, stOpts.Region, stOpts.Quota = client, dynamodbstreams.NewFromConfig(awsCfg), cfg.DynamoDBTable, awsCfg.Region, quota
 	if cfg.ReplicationHeartbeatInterval > 0 {
 		stOpts.Replication = &dynamostore.ReplicationOptions{Region: awsCfg.Region, Replica: replicaName(), Interval: cfg.ReplicationHeartbeatInterval}
 	}

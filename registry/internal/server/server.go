@@ -1,5 +1,7 @@
 // Package server implements the registry's gRPC service over a store and the imports cache.
-// It validates requests, turns store errors into gRPC statuses, and keeps no state of its own.
+// It validates requests, turns store errors into gRPC statuses, and tells the imports cache
+// of its writes; what it keeps of its own is per process: the watches it serves and the
+// drain signal that ends them.
 package server
 
 import (

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"google.golang.org/protobuf/proto"
 
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
@@ -131,5 +133,43 @@ func (st *Store) deleteChunks(ctx context.Context, clusterset string, svc store.
 		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), chunkPrefix(svc, id, gen)+strconv.Itoa(i))}); err != nil {
 			st.dropped("chunk_delete", err)
 		}
+	}
+}
+
+// orphanAge is how old a chunk of a generation its export item does not name must be before
+// a reader removes it as left behind (a replaced generation whose delete failed, or the
+// chunks of a write that failed before its export item): far longer than a write takes
+// from its first chunk to its export item, so a write in flight keeps its new chunks.
+// Chunks written before chunks carried createMs are never swept.
+const orphanAge = 10 * time.Minute
+
+// chunksOfGen splits one export's chunk items into those of generation gen and the
+// orphans: other generations' chunks older than orphanAge.
+func (st *Store) chunksOfGen(items []map[string]types.AttributeValue, gen string) (mine, orphans []map[string]types.AttributeValue) {
+	for _, it := range items {
+		ck, err := parseChunkSK(getS(it, attrSK))
+		switch {
+		case err == nil && ck.gen == gen:
+			mine = append(mine, it)
+		case err == nil && getN(it, "createMs") > 0 && st.now().Sub(fromMs(getN(it, "createMs"))) > orphanAge:
+			orphans = append(orphans, it)
+		}
+	}
+	return mine, orphans
+}
+
+// sweepChunks removes orphaned chunks and counts them; a delete that fails is reported
+// (DroppedWrite) and left for the next reader.
+func (st *Store) sweepChunks(ctx context.Context, clusterset string, orphans []map[string]types.AttributeValue) {
+	swept := 0
+	for _, it := range orphans {
+		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(clusterset), getS(it, attrSK))}); err != nil {
+			st.dropped("chunk_sweep", err)
+			continue
+		}
+		swept++
+	}
+	if swept > 0 {
+		st.swept(swept)
 	}
 }

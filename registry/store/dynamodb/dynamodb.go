@@ -65,6 +65,7 @@ type Store struct {
 	poll    time.Duration
 	badItem BadItemFunc
 	dropped DroppedWriteFunc
+	swept   func(chunks int)
 	now     func() time.Time
 	quota   store.Quota
 	// region is recorded on every registration and renewal (Cluster.RenewRegion).
@@ -78,8 +79,9 @@ type BadItemFunc func(pk, sk string, err error)
 
 // DroppedWriteFunc is told of a write that failed where no caller waits for it, by what it
 // was: "heartbeat" (a replication heartbeat; the next one follows), "heartbeat_cleanup"
-// (removing a heartbeat item) or "chunk_delete" (an endpoint chunk of a replaced export
-// generation, left behind in the table).
+// (removing a heartbeat item), "chunk_delete" (an endpoint chunk of a replaced export
+// generation, left behind in the table until a reader sweeps it) or "chunk_sweep" (such a
+// chunk a reader failed to remove; the next reader tries again).
 type DroppedWriteFunc func(op string, err error)
 
 var _ store.Store = (*Store)(nil)
@@ -103,6 +105,9 @@ type Options struct {
 	// DroppedWrite, when set, is told of every write that failed where no caller waits
 	// for it, so that no failure goes unseen.
 	DroppedWrite DroppedWriteFunc
+	// SweptChunks, when set, is told of the orphaned endpoint chunks a read found and
+	// removed (see orphanAge).
+	SweptChunks func(chunks int)
 	// Quota bounds what each cluster may hold, across every replica sharing the table.
 	Quota store.Quota
 	// Replication, when set, turns on the replication heartbeats (RunHeartbeats,
@@ -127,7 +132,12 @@ func New(opts Options) *Store {
 	if dropped == nil {
 		dropped = func(string, error) {}
 	}
-	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, dropped: dropped, now: time.Now, quota: opts.Quota, region: opts.Region}
+	swept := opts.SweptChunks
+	if swept == nil {
+		swept = func(int) {}
+	}
+	st := &Store{api: api, streams: opts.Streams, table: opts.Table, poll: opts.StreamPoll, badItem: bad, dropped: dropped, swept: swept,
+		now: time.Now, quota: opts.Quota, region: opts.Region}
 	if opts.Replication != nil {
 		st.replication = newReplication(*opts.Replication)
 	}

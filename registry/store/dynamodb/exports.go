@@ -14,10 +14,10 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// held is what the table holds of an export before a write: its chunks (to remove after
+// prior is what the table holds of an export before a write: its chunks (to remove after
 // the write), its create time, the write it holds (writeUs: the next write's condition) and
 // its weight (the usage the next write changes).
-type held struct {
+type prior struct {
 	gen     string
 	chunks  int
 	create  time.Time
@@ -25,18 +25,18 @@ type held struct {
 	weight  store.Usage
 }
 
-func (st *Store) heldFrom(ctx context.Context, clusterset string, item map[string]types.AttributeValue) *held {
+func (st *Store) priorFrom(ctx context.Context, clusterset string, item map[string]types.AttributeValue) *prior {
 	if item == nil {
 		return nil
 	}
-	return &held{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs")),
+	return &prior{gen: getS(item, "gen"), chunks: int(getN(item, "chunks")), create: fromMs(getN(item, "createMs")),
 		writeUs: getN(item, "writeUs"), weight: st.weightOf(ctx, clusterset, item)}
 }
 
 // putExport writes one export: chunk items first (when the endpoints do not fit inline),
 // then the export item in a transaction with a check that the cluster exists, then the
 // previous chunks are removed. old is what the table held (nil: nothing).
-func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *held) (store.Export, error) {
+func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old *prior) (store.Export, error) {
 	var err error
 	p := pk(e.Clusterset)
 	var update string
@@ -53,6 +53,7 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 		for i, part := range parts {
 			if _, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: map[string]types.AttributeValue{
 				attrPK: strAttr(p), attrSK: strAttr(chunkPrefix(e.Service, e.ClusterID, gen) + strconv.Itoa(i)), "data": bytesAttr(part),
+				"createMs": numAttr(st.now().UnixMilli()),
 			}}); err != nil {
 				return store.Export{}, unavailable("write endpoint chunk", err)
 			}
@@ -82,7 +83,7 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 			// it only if this write is the newer.
 			item, rerr := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
 			if err = rerr; err == nil {
-				old = st.heldFrom(ctx, e.Clusterset, item)
+				old = st.priorFrom(ctx, e.Clusterset, item)
 				continue
 			}
 		}
@@ -107,8 +108,8 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 
 // asStored is an export as the table holds it after its write: times in milliseconds (so
 // the write's result and later reads of it are equal), and the create time written once
-// (the held one, or this write's).
-func asStored(e store.Export, old *held) store.Export {
+// (the prior one, or this write's).
+func asStored(e store.Export, old *prior) store.Export {
 	e.CreateTime, e.UpdateTime = fromMs(ms(e.CreateTime)), fromMs(ms(e.UpdateTime))
 	if old != nil {
 		e.CreateTime = old.create
@@ -139,7 +140,7 @@ var errFenced = errors.New("fenced by a later delete")
 // read): it applies only when the cluster exists, no delete of its exports is newer
 // (fenceUs), the item still holds old, and the cluster's usage after it is within the
 // quota.
-func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc encoded, update string, values map[string]types.AttributeValue, old *held, w int64) error {
+func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc encoded, update string, values map[string]types.AttributeValue, old *prior, w int64) error {
 	if old != nil && old.writeUs >= w {
 		return fmt.Errorf("put export %s from %s/%s: a newer write of it applied: %w", e.Service, e.Clusterset, e.ClusterID, store.ErrSuperseded)
 	}
@@ -192,14 +193,14 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	if err != nil {
 		return store.Export{}, err
 	}
-	// What is held now: its chunks go after the write, and its create time is the
+	// What the table holds now: its chunks go after the write, and its create time is the
 	// export's (written once). A first write racing another replica's first write of the
 	// same export may answer its own create time; the table keeps the first.
 	item, err := st.getExportItem(ctx, e.Clusterset, e.Service, e.ClusterID)
 	if err != nil {
 		return store.Export{}, err
 	}
-	return st.putExport(ctx, e, enc, st.heldFrom(ctx, e.Clusterset, item))
+	return st.putExport(ctx, e, enc, st.priorFrom(ctx, e.Clusterset, item))
 }
 
 // DeleteExport implements store.Store. It first raises the cluster's fence, so that an
@@ -243,7 +244,7 @@ func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc s
 		if item == nil {
 			return false, nil
 		}
-		old := st.heldFrom(ctx, k.Clusterset, item)
+		old := st.priorFrom(ctx, k.Clusterset, item)
 		if old.writeUs >= f {
 			return false, nil // a newer write of the export stands
 		}

@@ -26,7 +26,12 @@ func exportPrefix(svc store.ServiceKey) string {
 func exportSK(svc store.ServiceKey, id string) string { return exportPrefix(svc) + id }
 
 func chunkPrefix(svc store.ServiceKey, id, gen string) string {
-	return "EPS#" + svc.Namespace + "/" + svc.Name + "#" + id + "#" + gen + "#"
+	return chunksOf(svc, id) + gen + "#"
+}
+
+// chunksOf is the prefix of every chunk of one cluster's export, of any generation.
+func chunksOf(svc store.ServiceKey, id string) string {
+	return "EPS#" + svc.Namespace + "/" + svc.Name + "#" + id + "#"
 }
 
 func strAttr(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

@@ -58,10 +58,14 @@ func (st *Store) readChunks(ctx context.Context, clusterset string, ek exportKey
 	if want < 1 || want > maxChunks {
 		return nil, fmt.Errorf("export %s from %s: names %d endpoint chunks, 1 to %d allowed: %w", ek.Service, ek.ClusterID, want, maxChunks, errBadItem)
 	}
-	parts, err := st.query(ctx, clusterset, chunkPrefix(ek.Service, ek.ClusterID, gen))
+	// Every generation's chunks: those of the generation the item names are the
+	// endpoints; old ones that a failed delete left behind are swept.
+	all, err := st.query(ctx, clusterset, chunksOf(ek.Service, ek.ClusterID))
 	if err != nil {
 		return nil, err
 	}
+	parts, orphans := st.chunksOfGen(all, gen)
+	st.sweepChunks(ctx, clusterset, orphans)
 	type chunk struct {
 		n    int
 		data []byte

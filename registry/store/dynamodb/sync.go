@@ -28,7 +28,7 @@ type syncWrite struct {
 	i   int
 	e   store.Export
 	enc encoded
-	old *held
+	old *prior
 }
 
 // writeBatch writes a batch of a sync's exports in one transaction, with the same
@@ -98,12 +98,12 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	if err != nil {
 		return nil, 0, err
 	}
-	type heldItem struct {
-		held
+	type priorItem struct {
+		prior
 		sum    []byte
 		update time.Time
 	}
-	mine := map[store.ServiceKey]heldItem{}
+	mine := map[store.ServiceKey]priorItem{}
 	for _, it := range items {
 		ek, err := exportKeyFrom(it)
 		if err != nil {
@@ -111,7 +111,7 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 			continue
 		}
 		if ek.ClusterID == k.ClusterID {
-			mine[ek.Service] = heldItem{held: *st.heldFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
+			mine[ek.Service] = priorItem{prior: *st.priorFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
 		}
 	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
@@ -136,9 +136,9 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 			stored[i] = e
 			continue
 		}
-		var old *held
+		var old *prior
 		if had {
-			old = &h.held
+			old = &h.prior
 		}
 		w := syncWrite{i: i, e: e, enc: enc, old: old}
 		if len(enc.eps) > inlineLimit {
@@ -156,7 +156,7 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	var gone []syncDelete
 	for svc, h := range mine {
 		if !keep[svc] {
-			gone = append(gone, syncDelete{svc: svc, old: h.held})
+			gone = append(gone, syncDelete{svc: svc, old: h.prior})
 		}
 	}
 	deleted := 0
@@ -233,7 +233,7 @@ func (st *Store) putOne(stored []store.Export, w syncWrite) func(context.Context
 // syncDelete is one export a sync deletes, as the table held it.
 type syncDelete struct {
 	svc store.ServiceKey
-	old held
+	old prior
 }
 
 // deleteExports deletes a sync's other exports unless a write newer than the fence f

@@ -67,7 +67,7 @@ func clusterCheck(table *string, p, clusterID string, w int64) types.TransactWri
 
 // exportUpdate is the write of an export item at time w over old, what it held when read
 // (nil: nothing): it applies only while the item is still that.
-func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64, old *held) types.TransactWriteItem {
+func exportUpdate(table *string, p string, e store.Export, update string, values map[string]types.AttributeValue, w int64, old *prior) types.TransactWriteItem {
 	values[":w"] = numAttr(w)
 	cond, prior := priorCheck(old)
 	for k, v := range prior {
@@ -79,7 +79,7 @@ func exportUpdate(table *string, p string, e store.Export, update string, values
 }
 
 // delta is the usage a write of an export weighing w over old changes.
-func delta(w store.Usage, old *held) store.Usage {
+func delta(w store.Usage, old *prior) store.Usage {
 	if old == nil {
 		return w
 	}

@@ -78,8 +78,8 @@ func (st *Store) usageRefusal(k store.ClusterKey, old map[string]types.Attribute
 	if len(old) == 0 {
 		return errNoUsage
 	}
-	held := store.Usage{Exports: int(getN(old, "uX")), Endpoints: int(getN(old, "uE")), Bytes: int(getN(old, "uB"))}
-	if err := st.quota.Check(k, held.Add(delta)); err != nil {
+	stored := store.Usage{Exports: int(getN(old, "uX")), Endpoints: int(getN(old, "uE")), Bytes: int(getN(old, "uB"))}
+	if err := st.quota.Check(k, stored.Add(delta)); err != nil {
 		return err
 	}
 	// Not past a quota now: the usage changed between the refusal and its answer.
@@ -129,7 +129,7 @@ func (st *Store) deleteUsage(ctx context.Context, k store.ClusterKey) error {
 
 // priorCheck is an export write's condition on what it replaces: the item as read (its
 // writeUs), or no item.
-func priorCheck(old *held) (string, map[string]types.AttributeValue) {
+func priorCheck(old *prior) (string, map[string]types.AttributeValue) {
 	switch {
 	case old == nil:
 		return "attribute_not_exists(PK)", map[string]types.AttributeValue{}

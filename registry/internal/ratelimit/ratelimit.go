@@ -1,4 +1,4 @@
-// Package admission gives each client its share of a registry replica: a token bucket per
+// Package ratelimit gives each client its share of a registry replica: a token bucket per
 // client (caller.Of), charged for what each request costs, checked at the door. A client
 // over its share is refused before its request is read or decoded, with RESOURCE_EXHAUSTED
 // and the time after which it may retry, so a refusal costs the registry far less than
@@ -8,7 +8,7 @@
 // message is read: what a client cannot know before it sends, it pays after. A client is
 // admitted while its bucket is not in debt; one request can take it at most Burst into
 // debt, so the longest wait after any request is Burst/Rate.
-package admission
+package ratelimit
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type Limiter struct {
 type bucket struct {
 	tokens float64
 	at     time.Time // when tokens was last brought up to date
-	// door is held while one refusal of the client is held back (HoldBack).
+	// door is held while one refusal of the client is delayed (DelayRefusal).
 	door chan struct{}
 }
 
@@ -88,17 +88,17 @@ func (l *Limiter) Admit(client string) (time.Duration, bool) {
 	return 0, true
 }
 
-// MaxHold is how long a refusal is held back before it is sent: one at a time per client.
-const MaxHold = 20 * time.Millisecond
+// MaxRefusalDelay is how long a refusal is delayed before it is sent: one at a time per client.
+const MaxRefusalDelay = 20 * time.Millisecond
 
-// HoldBack delays a refusal of the client by up to MaxHold (never past its wait), one
+// DelayRefusal delays a refusal of the client by up to MaxRefusalDelay (never past its wait), one
 // refusal at a time per client, and returns the wait left. Called where the refused call
 // arrived (a gRPC connection's reader, a REST request's handler), it stops reading from
 // that client meanwhile, so a client that ignores its retry hints and sends again at once,
-// on as many connections as it likes, makes the registry refuse at most 1/MaxHold calls a
+// on as many connections as it likes, makes the registry refuse at most 1/MaxRefusalDelay calls a
 // second: what it costs the registry stays small, not just what it gets.
-func (l *Limiter) HoldBack(ctx context.Context, client string, wait time.Duration) time.Duration {
-	hold := min(wait, MaxHold)
+func (l *Limiter) DelayRefusal(ctx context.Context, client string, wait time.Duration) time.Duration {
+	delay := min(wait, MaxRefusalDelay)
 	l.mu.Lock()
 	b := l.bucketLocked(client)
 	if b.door == nil {
@@ -112,7 +112,7 @@ func (l *Limiter) HoldBack(ctx context.Context, client string, wait time.Duratio
 	case <-ctx.Done():
 		return wait
 	}
-	t := time.NewTimer(hold)
+	t := time.NewTimer(delay)
 	select {
 	case <-t.C:
 	case <-ctx.Done():

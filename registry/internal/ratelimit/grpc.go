@@ -1,4 +1,4 @@
-package admission
+package ratelimit
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func (l *Limiter) Tap(clientOf func(context.Context) string) tap.ServerInHandle 
 	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 		client := clientOf(ctx)
 		if wait, ok := l.Admit(client); !ok {
-			return nil, l.Status(client, l.HoldBack(ctx, client, wait)).Err()
+			return nil, l.Status(client, l.DelayRefusal(ctx, client, wait)).Err()
 		}
 		return context.WithValue(ctx, clientKey{}, client), nil
 	}

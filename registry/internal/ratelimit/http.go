@@ -1,4 +1,4 @@
-package admission
+package ratelimit
 
 import (
 	"io"
@@ -20,7 +20,7 @@ func (l *Limiter) HTTP(next http.Handler, clientOf func(*http.Request) string) h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := clientOf(r)
 		if wait, ok := l.Admit(client); !ok {
-			l.refuseHTTP(w, client, l.HoldBack(r.Context(), client, wait))
+			l.refuseHTTP(w, client, l.DelayRefusal(r.Context(), client, wait))
 			return
 		}
 		body := &countingBody{ReadCloser: r.Body}

@@ -1,4 +1,4 @@
-package admission
+package ratelimit
 
 import (
 	"context"
@@ -212,15 +212,15 @@ func TestHTTP(t *testing.T) {
 	}
 }
 
-// TestHoldBack: refusals of one client are held back one at a time, so however many calls
-// it sends at once, the registry refuses at most about one per MaxHold; another client's
+// TestDelayRefusal: refusals of one client are held back one at a time, so however many calls
+// it sends at once, the registry refuses at most about one per MaxRefusalDelay; another client's
 // refusal is not held behind them, and a call whose connection ends stops waiting.
-func TestHoldBack(t *testing.T) {
+func TestDelayRefusal(t *testing.T) {
 	l := New(Share{Rate: 1, Burst: 1}, nil)
 	l.Charge("flood", 1000)
 	l.Charge("other", 1000)
 	tap := l.Tap(func(ctx context.Context) string { return ctx.Value(nameKey{}).(string) })
-	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), nameKey{}, "flood"), 10*MaxHold)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), nameKey{}, "flood"), 10*MaxRefusalDelay)
 	defer cancel()
 	var refused atomic.Int64
 	var wg sync.WaitGroup
@@ -239,11 +239,11 @@ func TestHoldBack(t *testing.T) {
 	if _, err := tap(context.WithValue(context.Background(), nameKey{}, "other"), &tapInfo); status.Code(err) != codes.ResourceExhausted {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*MaxHold {
+	if d := time.Since(start); d > 5*MaxRefusalDelay {
 		t.Errorf("another client's refusal took %s behind the flood's", d)
 	}
 	wg.Wait()
 	if n := refused.Load(); n < 5 || n > 12 {
-		t.Errorf("%d refusals in %s from 50 callers; want about one per %s", n, 10*MaxHold, MaxHold)
+		t.Errorf("%d refusals in %s from 50 callers; want about one per %s", n, 10*MaxRefusalDelay, MaxRefusalDelay)
 	}
 }
