@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		imports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mcs_controller_import_writes_total",
 			Help: "Writes of imported objects to the API server, by kind (ServiceImport, Service, EndpointSlice, Namespace) and op (create, update, delete)."}, []string{"kind", "op"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_held",
-			Help: "Imports not applied as the registry has them, by reason: namespace_missing (held until the namespace exists), unmanaged (a ServiceImport of another owner has the name) or registry_restart (endpoints of clusters that have not yet sent their exports to a restarted registry are kept)."}, []string{"reason"}),
+			Help: "Imports not applied as the registry has them, by reason: namespace_missing (held until the namespace exists), unmanaged (a ServiceImport of another owner has the name), registry_restart (endpoints of clusters that have not yet sent their exports to a restarted registry are kept) or deletion_delay (endpoints of clusters that left the import are kept for --import-deletion-delay)."}, []string{"reason"}),
 		heldCl: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcs_controller_registry_restart_held_clusters",
 			Help: "Source clusters whose imported endpoints are kept after the registry's epoch changed, until each sends its exports again (at most --lease-duration)."}),
 		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mcs_controller_imports_refused",

@@ -147,10 +147,11 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		LeaseDuration: o.leaseDuration, RenewInterval: o.renewInterval, RetryInterval: 2 * time.Second,
 		Log: log, Metrics: m.hooks(), VerifyEvery: o.verifyEvery, Version: buildinfo.Version,
 	}
-	// After the registry's epoch changes, other clusters' endpoints are held until each
-	// cluster sends its exports again, at most one lease: a cluster gone longer has left.
+	// After the registry's epoch changes, the importer keeps other clusters' endpoints
+	// until each cluster sends its exports again, at most one lease: a cluster gone longer
+	// has left.
 	watch := &registryclient.ImportWatch{Pool: pool, Clusterset: id.Clusterset, IncludeEndpoints: true, Log: log,
-		RefillHold: o.leaseDuration, OnHold: m.clustersHeld, OnEpochChange: session.Check}
+		RefillHold: o.leaseDuration, OnEpochChange: session.Check}
 	exp := &exporter.Reconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("mcs-controller"), Registry: pool,
 		Session: session, Imports: watch,
@@ -161,7 +162,7 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
 		ClusterID: id.ClusterID, Region: id.Region, DefaultLocality: o.defaultLocality,
-		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld, Refused: m.importsRefused,
+		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld, HeldClusters: m.clustersHeld, Refused: m.importsRefused,
 			Tier: m.localityTier, TierGone: m.localityGone},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
 	}

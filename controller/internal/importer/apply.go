@@ -239,7 +239,7 @@ func (r *Reconciler) applySlices(ctx context.Context, svc *corev1.Service, d Des
 	return refused, kept, errors.Join(errs...)
 }
 
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, heldClusters []string, refused map[string]Refusal) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service, d Desired, held kept, refused map[string]Refusal) error {
 	var ips []string
 	if !d.Headless && svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		ips = append(ips, svc.Spec.ClusterIPs...)
@@ -253,13 +253,10 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		r.write("ServiceImport", "update")
 	}
 	st := si.Status.DeepCopy()
-	st.Clusters = nil
-	for _, c := range d.Clusters {
-		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c})
-	}
+	st.Clusters = statusClusters(d.Clusters, held)
 	st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	meta.SetStatusCondition(&st.Conditions, ready(d.Clusters, refused, svc.Name, si.Generation))
-	meta.SetStatusCondition(&st.Conditions, endpointsHeld(heldClusters, si.Generation))
+	meta.SetStatusCondition(&st.Conditions, endpointsHeld(held, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, replicationHeld(d.ReplicationHeld, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsRefused(refused, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, localityCondition(d.Locality, si.Generation))
@@ -277,15 +274,34 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	return nil
 }
 
-// endpointsHeld is the EndpointsHeld condition for the clusters held in an import.
-func endpointsHeld(clusters []string, generation int64) metav1.Condition {
-	if len(clusters) == 0 {
-		return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionFalse, Reason: ReasonNoneHeld,
-			Message: "every endpoint is what the registry holds", ObservedGeneration: generation}
+// statusClusters lists the import's clusters and the held ones, sorted.
+func statusClusters(clusters []string, held kept) []mcsv1beta1.ClusterStatus {
+	all := append(slices.Clone(clusters), held.clusters()...)
+	slices.Sort(all)
+	var out []mcsv1beta1.ClusterStatus
+	for _, c := range slices.Compact(all) {
+		out = append(out, mcsv1beta1.ClusterStatus{Cluster: c})
 	}
-	return metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, Reason: ReasonRegistryRestarted,
-		Message:            fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(clusters, ", ")),
-		ObservedGeneration: generation}
+	return out
+}
+
+// endpointsHeld is the EndpointsHeld condition for the clusters an import keeps.
+func endpointsHeld(held kept, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: ConditionEndpointsHeld, Status: metav1.ConditionTrue, ObservedGeneration: generation}
+	switch {
+	case len(held.refill) > 0:
+		c.Reason = ReasonRegistryRestarted
+		c.Message = fmt.Sprintf("the registry restarted (or another replica answers) and has not yet received the exports of %s again: their endpoints from before are kept until they do, at most one lease", strings.Join(held.refill, ", "))
+		if len(held.delayed) > 0 {
+			c.Message += fmt.Sprintf("; those of %s for --import-deletion-delay", strings.Join(held.delayed, ", "))
+		}
+	case len(held.delayed) > 0:
+		c.Reason = ReasonDeletionDelayed
+		c.Message = fmt.Sprintf("%s left the import: their endpoints are kept for --import-deletion-delay", strings.Join(held.delayed, ", "))
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonNoneHeld, "every endpoint is what the registry holds"
+	}
+	return c
 }
 
 // replicationHeld is the ReplicationHeld condition for the clusters the registry holds

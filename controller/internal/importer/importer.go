@@ -32,26 +32,29 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
-// Imports is what the importer reads of the registry's watch.
+// Imports is what the importer reads of the registry's watch: the imports as the registry
+// holds them, and whether it refills.
 type Imports interface {
-	// GetHeld returns the import and the source clusters whose entries in it are held
-	// after the registry's epoch changed (see registryclient.ImportWatch).
-	GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string)
+	Get(k types.NamespacedName) *registryv1.ServiceImport
 	Keys() []types.NamespacedName
 	Synced() bool
-	// RefillUntil is when what the cluster holds of source clusters missing from the
-	// imports may be deleted; before it they are kept (see registryclient.ImportWatch).
-	RefillUntil() time.Time
+	// RefillUntil is until when a source cluster missing from the imports may still send
+	// its exports again to a registry that refills; zero when it is not awaited (see
+	// registryclient.ImportWatch). The importer keeps its objects until then (the hold).
+	RefillUntil(cluster string) time.Time
 }
 
 // Names of the ServiceImport condition this controller adds to the mcs-api ones.
 const (
-	// ConditionEndpointsHeld is True while the import keeps source clusters' endpoints
-	// from before the registry restarted (or another replica answered), until those
-	// clusters send their exports again or their lease would have expired.
+	// ConditionEndpointsHeld is True while the cluster keeps the endpoints of source
+	// clusters the import no longer lists (the hold, see holdEnd): from before the
+	// registry restarted (or another replica answered), until those clusters send their
+	// exports again or their lease would have expired; or for --import-deletion-delay.
 	ConditionEndpointsHeld = "EndpointsHeld"
-	// ReasonRegistryRestarted: EndpointsHeld is True.
+	// ReasonRegistryRestarted: EndpointsHeld is True while the registry refills.
 	ReasonRegistryRestarted = "RegistryRestarted"
+	// ReasonDeletionDelayed: EndpointsHeld is True for --import-deletion-delay alone.
+	ReasonDeletionDelayed = "DeletionDelayed"
 	// ReasonNoneHeld: EndpointsHeld is False (every endpoint is what the registry holds),
 	// or ReplicationHeld is False (the lease of every source cluster is active).
 	ReasonNoneHeld = "NoneHeld"
@@ -74,9 +77,13 @@ type Metrics struct {
 	// Write is called for each write to the API server: kind (ServiceImport, Service,
 	// EndpointSlice, Namespace) and op (create, update, delete).
 	Write func(kind, op string)
-	// Held reports the number of imports held, by reason (namespace_missing, unmanaged,
-	// registry_restart).
+	// Held reports the number of imports held, by reason: namespace_missing and
+	// unmanaged (not written), registry_restart and deletion_delay (keeping the objects
+	// of source clusters they no longer list).
 	Held func(reason string, n int)
+	// HeldClusters reports how many source clusters any import keeps while the registry
+	// refills.
+	HeldClusters func(n int)
 	// Refused reports the number of imports in which the API server refuses objects of a
 	// source cluster.
 	Refused func(sourceCluster string, n int)
@@ -97,9 +104,10 @@ type Reconciler struct {
 	CreateNamespaces bool
 	// AdoptUnmanaged takes over ServiceImports this controller did not create.
 	AdoptUnmanaged bool
-	// DeletionDelay keeps imported objects this long after their import disappeared from
-	// the registry, so a registry that lost its records (a memory-store restart) does not
-	// empty the cluster before the controllers send their exports again. 0: delete at once.
+	// DeletionDelay keeps the objects of a source cluster this long after the importer
+	// found it missing from an import (--import-deletion-delay), for operators who want a
+	// removed import to linger; a registry restart needs none (the hold keeps what comes
+	// back). 0: delete at once.
 	DeletionDelay time.Duration
 	// Workers is how many ServiceImports are reconciled at once (--import-workers).
 	Workers int
@@ -115,8 +123,8 @@ type Reconciler struct {
 	// DefaultLocality is the policy of imports whose exports set none (--default-locality).
 	DefaultLocality []registryv1.LocalityTier
 
+	holds   *holds
 	mu      sync.Mutex
-	missing map[types.NamespacedName]time.Time
 	held    map[string]map[types.NamespacedName]bool
 	refused map[string]map[types.NamespacedName]bool // by source cluster
 	tiers   map[types.NamespacedName]string          // the active locality tier by import
@@ -141,12 +149,18 @@ func (r *Reconciler) watched(ns string) bool {
 	return false
 }
 
-// SetupWithManager registers the controller.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.missing = map[types.NamespacedName]time.Time{}
-	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}
+// makeState makes the reconciler's own state: SetupWithManager calls it, and a test that
+// reconciles directly.
+func (r *Reconciler) makeState() {
+	r.holds = newHolds()
+	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}, "deletion_delay": {}}
 	r.events = make(chan event.GenericEvent, 4096)
 	r.tiers = map[types.NamespacedName]string{}
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.makeState()
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
 		if name == "" || (o.GetLabels()[names.ManagedByLabel] != names.ManagedBy && o.GetLabels()[discoveryv1.LabelManagedBy] != names.ManagedBy) {
@@ -297,19 +311,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
-	imp, heldClusters := r.Imports.GetHeld(key)
-	// refill > 0: the registry started empty shortly before this process; what the cluster
-	// holds of source clusters missing from the imports is kept until then.
-	refill := time.Until(r.Imports.RefillUntil())
+	imp := r.Imports.Get(key)
 	if imp == nil {
 		r.setHeld("namespace_missing", req.NamespacedName, false)
 		r.noteRefusals(ctx, key, nil, nil)
-		return r.remove(ctx, req.NamespacedName, refill)
+		return r.remove(ctx, req.NamespacedName)
 	}
-	r.setHeld("registry_restart", req.NamespacedName, len(heldClusters) > 0)
-	r.mu.Lock()
-	delete(r.missing, req.NamespacedName)
-	r.mu.Unlock()
 
 	var ns corev1.Namespace
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: req.Namespace}, &ns); err != nil {
@@ -350,22 +357,19 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	// The status is written whatever happened to the slices: a source cluster whose objects
 	// the API server refuses is named there and costs no other cluster its endpoints, and a
 	// first import still gets its spec.ips.
-	var keep func(cluster string) bool
-	if refill > 0 {
-		keep = func(cluster string) bool { return !slices.Contains(d.Clusters, cluster) }
+	now := time.Now()
+	keep := func(cluster string) bool {
+		return !slices.Contains(d.Clusters, cluster) && r.keep(key, cluster, now)
 	}
 	refused, kept, sliceErr := r.applySlices(ctx, svc, d, keep)
-	if len(kept) > 0 {
-		heldClusters = append(slices.Clone(heldClusters), kept...)
-		r.setHeld("registry_restart", req.NamespacedName, true)
-	}
+	held := r.settleHolds(key, kept, now)
 	if sliceErr == nil && r.Canary != nil && key == r.Canary.Key() {
 		r.Canary.Applied(imp) // the slices are in: the moment a consumer could see them
 	}
 	// The metric and Events before the status, so a reader who sees the condition clear
 	// finds the metric cleared too.
 	r.noteRefusals(ctx, key, si, refused)
-	statusErr := r.applyStatus(ctx, si, svc, d, heldClusters, refused)
+	statusErr := r.applyStatus(ctx, si, svc, d, held, refused)
 	if sliceErr == nil && statusErr == nil {
 		r.noteTier(key, si, d.Locality)
 	}
@@ -376,13 +380,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(refused) > 0 {
 		return reconcile.Result{}, errRefused
 	}
-	if len(kept) > 0 {
-		return reconcile.Result{RequeueAfter: refill}, nil
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: held.next}, nil
 }
 
-// ImportsChanged reconciles the Services whose import changed (the import watch's listener).
+// ImportsChanged reconciles the Services whose import changed (the import watch's
+// listener), and those that keep a cluster the registry's refill no longer awaits.
 func (r *Reconciler) ImportsChanged(ctx context.Context, keys []types.NamespacedName) {
-	r.Trigger(ctx, keys)
+	r.Trigger(ctx, append(keys, r.holds.returned(r.Imports.RefillUntil)...))
 }

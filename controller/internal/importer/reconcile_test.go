@@ -27,22 +27,17 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/controller/internal/names"
 )
 
-// fakeImports is the registry's watch as the importer reads it.
+// fakeImports is the registry's watch as the importer reads it: refill, when set, is the
+// RefillUntil of every cluster.
 type fakeImports struct {
 	synced  bool
 	imports map[types.NamespacedName]*registryv1.ServiceImport
-	held    []string
 	refill  time.Time
 }
 
-func (f *fakeImports) RefillUntil() time.Time { return f.refill }
+func (f *fakeImports) RefillUntil(string) time.Time { return f.refill }
 
-func (f *fakeImports) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string) {
-	if imp := f.imports[k]; imp != nil {
-		return imp, f.held
-	}
-	return nil, nil
-}
+func (f *fakeImports) Get(k types.NamespacedName) *registryv1.ServiceImport { return f.imports[k] }
 
 func (f *fakeImports) Keys() []types.NamespacedName {
 	var out []types.NamespacedName
@@ -102,9 +97,8 @@ func newImporter(t *testing.T, imps *fakeImports, objs ...client.Object) (*Recon
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&mcsv1beta1.ServiceImport{}).Build()
 	w := &writes{}
-	r := &Reconciler{Client: c, Imports: imps, Metrics: Metrics{Write: w.record},
-		missing: map[types.NamespacedName]time.Time{},
-		held:    map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}}}
+	r := &Reconciler{Client: c, Imports: imps, Metrics: Metrics{Write: w.record}}
+	r.makeState()
 	return r, c, w
 }
 
@@ -304,15 +298,25 @@ func TestImportReconcileHolds(t *testing.T) {
 			t.Fatalf("an unmanaged ServiceImport was taken over: %+v", si.ObjectMeta)
 		}
 	})
-	t.Run("endpoints held after a registry restart: condition", func(t *testing.T) {
-		r, c, _ := newImporter(t, &fakeImports{synced: true, imports: one, held: []string{"euw1-a"}}, namespace("dynamo"))
+	t.Run("a cluster gone from the import with --import-deletion-delay: kept, DeletionDelayed", func(t *testing.T) {
+		imps := &fakeImports{synced: true, imports: map[types.NamespacedName]*registryv1.ServiceImport{req.NamespacedName: routerImport("use1-a", "euw1-a")}}
+		r, c, _ := newImporter(t, imps, namespace("dynamo"))
+		r.DeletionDelay = time.Minute
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)
 		}
+		imps.imports[req.NamespacedName] = routerImport("use1-a")
+		res, err := r.Reconcile(ctx, req)
+		if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Minute {
+			t.Fatalf("Reconcile = %+v, %v; want a requeue at the delay's end", res, err)
+		}
 		var si mcsv1beta1.ServiceImport
 		_ = c.Get(ctx, req.NamespacedName, &si)
-		if h := meta.FindStatusCondition(si.Status.Conditions, ConditionEndpointsHeld); h == nil || h.Status != metav1.ConditionTrue || h.Reason != ReasonRegistryRestarted {
+		if h := meta.FindStatusCondition(si.Status.Conditions, ConditionEndpointsHeld); h == nil || h.Status != metav1.ConditionTrue || h.Reason != ReasonDeletionDelayed || !strings.Contains(h.Message, "euw1-a") {
 			t.Fatalf("EndpointsHeld = %+v", h)
+		}
+		if got := slicesOf(t, c); len(got) != 2 || len(si.Status.Clusters) != 2 {
+			t.Fatalf("slices %v, status clusters %v: want euw1-a's kept and listed", got, si.Status.Clusters)
 		}
 	})
 }

@@ -22,21 +22,21 @@ func keyOf(k *registryv1.ServiceKey) types.NamespacedName {
 
 // ImportWatch mirrors the clusterset's imports from the registry's WatchImports stream. It
 // resumes from the last revision after a reconnect, follows the pool's current URL, and
-// tells its listeners the Services whose import changed.
+// tells its listeners the Services whose import changed. What it shows is the registry's
+// imports as they are; it keeps nothing the registry does not hold.
 //
-// When the registry's epoch changes (another registry process answers, for example a
-// memory-store registry that restarted empty), the entries of the clusters seen before are
-// held until each cluster appears again, or for RefillHold at most (see refillHold).
+// It also reports a registry that refills (see refill): after the registry's epoch
+// changes, the clusters seen before are awaited until each appears again, for RefillHold
+// at most; the importer keeps their objects meanwhile (RefillUntil).
 type ImportWatch struct {
 	Pool             *Pool
 	Clusterset       string
 	IncludeEndpoints bool
-	// RefillHold is the longest a cluster's entries are held after an epoch change: the
-	// cluster's lease duration, after which a cluster that did not return has left. 0: no hold.
+	// RefillHold is the longest a cluster is awaited after the registry refills: the
+	// cluster's lease duration, after which a cluster that did not return has left. 0:
+	// none is awaited.
 	RefillHold time.Duration
 	Log        *slog.Logger
-	// OnHold receives the number of clusters held, when it changes.
-	OnHold func(clusters int)
 	// OnEpochChange runs when a snapshot of a new epoch arrives: another registry process
 	// answers, which may not know this cluster (a memory-store restart), so the session
 	// checks its lease now rather than at its next renewal. It must not block.
@@ -48,42 +48,27 @@ type ImportWatch struct {
 	// view holds the imports as the stream sent them (epoch and revision included).
 	view   importdelta.View[types.NamespacedName]
 	synced bool
-	hold   *refillHold
-	// holdEnd fires when the hold's time is up.
-	holdEnd *time.Timer
-	// lost is when the stream last ended, zero while one delivers: a hold counts from
+	// refill is the registry's refill while one lasts; nil otherwise.
+	refill *refill
+	// lost is when the stream last ended, zero while one delivers: a refill counts from
 	// there, since the clusters' renewals stopped reaching the old epoch then at the latest.
 	lost time.Time
 	// startedEmpty is the started_empty of the snapshot being received.
 	startedEmpty time.Time
-	// refillUntil: the first snapshot came from a registry that started empty less than
-	// RefillHold before, and this watch has nothing of the earlier epoch to hold; until
-	// then the importer keeps what the cluster holds of clusters missing from the imports.
-	refillUntil time.Time
 }
 
 // snapshotPageSize bounds a snapshot message: 256 imports of 100 clusters × 10 endpoints
 // are about 9 MB, well within the 256 MiB the pool accepts.
 const snapshotPageSize = 256
 
-// Get returns a Service's import, or nil. During a hold it includes the held entries.
+// Get returns a Service's import as the registry holds it, or nil.
 func (w *ImportWatch) Get(k types.NamespacedName) *registryv1.ServiceImport {
-	imp, _ := w.GetHeld(k)
-	return imp
-}
-
-// GetHeld returns a Service's import and the clusters whose entries in it are held from
-// before the registry's epoch changed.
-func (w *ImportWatch) GetHeld(k types.NamespacedName) (*registryv1.ServiceImport, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.hold == nil {
-		return w.view.Imports[k], nil
-	}
-	return withHeld(w.view.Imports[k], w.hold.before[k], w.hold.waiting)
+	return w.view.Imports[k]
 }
 
-// Keys returns the Services that have an import now, held ones included.
+// Keys returns the Services that have an import now.
 func (w *ImportWatch) Keys() []types.NamespacedName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -91,26 +76,24 @@ func (w *ImportWatch) Keys() []types.NamespacedName {
 	for k := range w.view.Imports {
 		out = append(out, k)
 	}
-	if w.hold != nil {
-		for _, k := range w.hold.keys() {
-			if _, ok := w.view.Imports[k]; !ok {
-				out = append(out, k)
-			}
-		}
-	}
 	return out
 }
 
-// RefillUntil is when the importer may delete what the cluster holds of clusters missing
-// from the imports; zero: at once. It is set when this watch's first snapshot comes from a
-// registry whose store started empty (a memory-store registry that restarted, maybe
-// together with this controller, as one release upgrades both) less than RefillHold
-// before: the clusters that registered with the registry before may not have sent their
-// exports again yet, and this process has nothing of the earlier epoch to hold.
-func (w *ImportWatch) RefillUntil() time.Time {
+// RefillUntil is until when a source cluster missing from the imports may still send its
+// exports again to a registry that refills; zero when the registry does not refill or the
+// cluster appeared since it began. A refill begins when the registry's epoch changes (the
+// clusters of the old epoch are awaited, for RefillHold from the end of the old epoch's
+// stream at most), or when this watch's first snapshot comes from a registry whose store
+// started empty (a memory-store registry that restarted, maybe together with this
+// controller, as one release upgrades both) less than RefillHold before (every cluster
+// not seen since is awaited, until that start plus RefillHold).
+func (w *ImportWatch) RefillUntil(cluster string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.refillUntil
+	if w.refill == nil || !w.refill.awaits(cluster) || time.Now().After(w.refill.until) {
+		return time.Time{}
+	}
+	return w.refill.until
 }
 
 // Synced reports whether a snapshot has been received from the current registry.
@@ -245,15 +228,10 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		w.mu.Unlock()
 		return // a page of a snapshot: the importer never sees a partial set
 	}
-	heldBefore := w.heldLocked()
 	newEpoch := w.view.Snapshot && oldEpoch != "" && resp.GetEpoch() != oldEpoch
 	if w.view.Snapshot {
-		if w.hold != nil {
-			// Held-only Services change too when a new hold does not keep them.
-			changed = append(changed, w.hold.keys()...)
-		}
 		if w.RefillHold > 0 && newEpoch {
-			w.startHoldLocked(old, oldEpoch, resp.GetEpoch())
+			w.startRefillLocked(old, oldEpoch, resp.GetEpoch())
 		}
 		if w.RefillHold > 0 && oldEpoch == "" && !w.startedEmpty.IsZero() {
 			// At most one hold from now, whatever the registry's clock says: a start time
@@ -263,7 +241,7 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 				until = limit
 			}
 			if time.Until(until) > 0 {
-				w.refillUntil = until
+				w.beginRefillLocked(&refill{until: until, seen: map[string]bool{}, after: "the registry started empty"})
 				w.log().Info("the registry started empty shortly before this controller; keeping what this cluster imported of clusters missing from its imports until they send their exports again",
 					"registry_started", w.startedEmpty, "at_most_until", until)
 			}
@@ -271,32 +249,25 @@ func (w *ImportWatch) apply(resp *registryv1.WatchImportsResponse) {
 		w.synced = true
 	}
 	w.lost = time.Time{}
-	if w.hold != nil {
-		released, keys := w.hold.update(w.view.Imports)
-		changed = append(changed, keys...)
-		if len(released) > 0 {
-			w.log().Info("clusters sent their exports to the registry again; their held entries are released", "clusters", released, "still_held", len(w.hold.waiting))
+	if f := w.refill; f != nil {
+		imps := make([]*registryv1.ServiceImport, 0, len(changed))
+		for _, k := range changed {
+			if imp := w.view.Imports[k]; imp != nil {
+				imps = append(imps, imp)
+			}
 		}
-		if len(w.hold.waiting) == 0 {
-			w.endHoldLocked("every cluster returned")
+		if back := f.saw(imps); len(back) > 0 && f.awaited != nil {
+			w.log().Info("clusters sent their exports to the registry again; what was kept of them is the registry's again", "clusters", back, "still_awaited", len(f.awaited))
 		}
-	}
-	held := w.heldLocked()
-	if held == heldBefore {
-		held = -1
+		if f.awaited != nil && len(f.awaited) == 0 {
+			w.endRefillLocked("every cluster returned")
+		}
 	}
 	w.mu.Unlock()
 	if newEpoch && w.OnEpochChange != nil {
 		w.OnEpochChange()
 	}
-	w.changed(changed, held)
-}
-
-func (w *ImportWatch) heldLocked() int {
-	if w.hold == nil {
-		return 0
-	}
-	return len(w.hold.waiting)
+	w.changed(changed)
 }
 
 func (w *ImportWatch) log() *slog.Logger {
@@ -306,11 +277,8 @@ func (w *ImportWatch) log() *slog.Logger {
 	return w.Log
 }
 
-// changed reports what apply or the hold's end changed; held < 0: the count did not change.
-func (w *ImportWatch) changed(keys []types.NamespacedName, held int) {
-	if held >= 0 && w.OnHold != nil {
-		w.OnHold(held)
-	}
+// changed tells the listeners the Services whose import changed.
+func (w *ImportWatch) changed(keys []types.NamespacedName) {
 	w.mu.Lock()
 	notify := w.onChange
 	w.mu.Unlock()
@@ -319,51 +287,49 @@ func (w *ImportWatch) changed(keys []types.NamespacedName, held int) {
 	}
 }
 
-// startHoldLocked holds what the importer saw before the snapshot of a new epoch (imports
-// of epoch from; held entries of an earlier hold included: a second restart loses what
-// returned after the first).
-func (w *ImportWatch) startHoldLocked(imports map[types.NamespacedName]*registryv1.ServiceImport, from, epoch string) {
-	before := maps.Clone(imports)
-	if before == nil {
-		before = map[types.NamespacedName]*registryv1.ServiceImport{}
-	}
-	if w.hold != nil {
-		for _, k := range append(w.hold.keys(), slices.Collect(maps.Keys(imports))...) {
-			before[k], _ = withHeld(imports[k], w.hold.before[k], w.hold.waiting)
+// startRefillLocked begins the refill after the snapshot of a new epoch: the clusters seen
+// before it (the old epoch's imports, and those a refill already awaited: a second restart
+// loses what returned after the first) are awaited from when the old stream ended.
+func (w *ImportWatch) startRefillLocked(imports map[types.NamespacedName]*registryv1.ServiceImport, from, epoch string) {
+	awaited := clustersOf(imports)
+	if w.refill != nil {
+		if w.refill.awaited != nil {
+			maps.Copy(awaited, w.refill.awaited)
 		}
-		w.endHoldLocked("the epoch changed again")
+		w.endRefillLocked("the epoch changed again")
 	}
 	since := w.lost
 	if since.IsZero() {
 		since = time.Now()
 	}
 	left := time.Until(since.Add(w.RefillHold))
-	if len(before) == 0 || left <= 0 {
+	if len(awaited) == 0 || left <= 0 {
 		// Apart longer than a lease: every lease of the old epoch has expired.
 		return
 	}
-	h := newRefillHold(from, epoch, before)
-	w.hold = h
+	w.beginRefillLocked(&refill{until: since.Add(w.RefillHold), awaited: awaited, after: "the registry's epoch changed"})
 	w.log().Info("the registry's epoch changed (a restart or another registry replica); holding every cluster's imported endpoints until it sends its exports again",
-		"from_epoch", h.from, "to_epoch", h.to, "clusters", len(h.waiting), "at_most", left.Round(time.Millisecond))
-	w.holdEnd = time.AfterFunc(left, func() {
+		"from_epoch", from, "to_epoch", epoch, "clusters", len(awaited), "at_most", left.Round(time.Millisecond))
+}
+
+// beginRefillLocked makes f the refill, logging its end when its time is up.
+func (w *ImportWatch) beginRefillLocked(f *refill) {
+	w.refill = f
+	f.timer = time.AfterFunc(time.Until(f.until), func() {
 		w.mu.Lock()
-		if w.hold != h {
-			w.mu.Unlock()
-			return
+		defer w.mu.Unlock()
+		if w.refill == f {
+			w.endRefillLocked("time is up; the clusters that did not return have left")
 		}
-		keys := h.keys()
-		w.endHoldLocked("time is up; the clusters that did not return have left")
-		w.mu.Unlock()
-		w.changed(keys, 0)
 	})
 }
 
-func (w *ImportWatch) endHoldLocked(why string) {
-	w.log().Info("the hold after the registry's epoch changed ended: "+why, "not_returned", slices.Sorted(maps.Keys(w.hold.waiting)))
-	w.hold = nil
-	if w.holdEnd != nil {
-		w.holdEnd.Stop()
-		w.holdEnd = nil
+func (w *ImportWatch) endRefillLocked(why string) {
+	var awaited []string
+	if w.refill.awaited != nil {
+		awaited = slices.Sorted(maps.Keys(w.refill.awaited))
 	}
+	w.log().Info("the hold after "+w.refill.after+" ended: "+why, "not_returned", awaited)
+	w.refill.timer.Stop()
+	w.refill = nil
 }

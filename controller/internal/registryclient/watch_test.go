@@ -144,7 +144,7 @@ func TestImportWatchRefillUntil(t *testing.T) {
 			for _, r := range tc.resps {
 				w.apply(r)
 			}
-			if got := w.RefillUntil(); got.Sub(tc.want).Abs() > time.Second {
+			if got := w.RefillUntil("a"); got.Sub(tc.want).Abs() > time.Second {
 				t.Fatalf("RefillUntil %v, want %v", got, tc.want)
 			}
 		})
