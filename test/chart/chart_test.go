@@ -207,17 +207,22 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestDefaultValuesRender: `helm template` with no values renders a registry and a
-// controller that dials it in the cluster, over plaintext (the release has no TLS), with the
-// opt-in set by the chart for that URL only.
+// TestDefaultValuesRender: `helm template` with no values refuses, naming the opt-in: its
+// controller would dial the release's registry in plaintext, which the user manual says
+// the chart refuses without controller.registryAllowInsecureHttp. With it, a registry and
+// a controller that dials it in the cluster.
 func TestDefaultValuesRender(t *testing.T) {
 	out, err := helmTemplate(t, "x")
+	if err == nil || !strings.Contains(out, "controller.registryAllowInsecureHttp: the controller dials this release's registry in plaintext") {
+		t.Fatalf("helm template with the default values: %v\n%s\nwant the refusal naming controller.registryAllowInsecureHttp", err, out)
+	}
+	out, err = helmTemplate(t, "x", "controller.registryAllowInsecureHttp=true")
 	if err != nil {
-		t.Fatalf("helm template with the default values: %v\n%s", err, out)
+		t.Fatalf("helm template with the opt-in: %v\n%s", err, out)
 	}
 	for _, want := range []string{"--registry-url=http://mcs-registry.mcs-system.svc:9090", "--registry-allow-insecure-http", "name: mcs-registry", "name: mcs-controller"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("default render lacks %q", want)
+			t.Errorf("render with the opt-in lacks %q", want)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func TestTwoReleasesInOneNamespace(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	values := []string{"--set", "controller.enabled=true", "--set", "controller.clustersetId=prod", "--set", "controller.clusterId=use1-a",
+	values := []string{"--set", "controller.enabled=true", "--set", "controller.registryAllowInsecureHttp=true", "--set", "controller.clustersetId=prod", "--set", "controller.clusterId=use1-a",
 		"--set", "controller.metrics.secure=true", "--set", "registry.grpcService.enabled=true"}
 	if out, err := helm(append([]string{"install", "prod", chartDir(t), "--create-namespace"}, values...)...); err != nil {
 		t.Fatalf("helm install prod: %v\n%s", err, out)

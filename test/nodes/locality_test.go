@@ -31,7 +31,8 @@ import (
 func TestLocalityOnNodes(t *testing.T) {
 	clusters := clusterset(t)
 	use1, usw2 := clusters[0], clusters[1]
-	installEvaluation(t, clusters, map[string][]string{"usw2-a": {"--set", "controller.region=us-east-1"}})
+	doc := newDeployDoc(t, "evaluation", clusters, map[string]string{"usw2-a": "us-east-1"})
+	doc.Run(t, "Export Services")
 	for _, c := range clusters {
 		c.Apply(t, harness.DecodeYAML(t, "ns", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: dynamo\n"))...)
 		c.Apply(t, harness.DecodeYAML(t, "echo", []byte(fmt.Sprintf(localityWorkload, c.Name, harness.BusyboxImage)))...)

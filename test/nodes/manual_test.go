@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,49 +27,15 @@ import (
 // and answers from both.
 func TestManualOnNodes(t *testing.T) {
 	start := time.Now()
-	ids, regions := clustersetIDs, clustersetRegions
 	clusters := clusterset(t)
 	use1, usw2, euw1 := clusters[0], clusters[1], clusters[2]
-	// The registry's cluster: registry and controller in one release; the gRPC Service as a
-	// NodePort, which the other clusters' pods reach on the node's address.
-	installEvaluation(t, clusters, nil)
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("FIGURE chart installed, registry and controllers Ready: %s", time.Since(start).Round(time.Second))
-
-	// The manual's check: every cluster's lease is active, read through
-	// `kubectl port-forward deployment/mcs-registry 8080:8080`.
-	pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
-	harness.Eventually(t, "every cluster LEASE_STATE_ACTIVE", time.Minute, func() string {
-		body, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
-		if err != nil {
-			return err.Error()
-		}
-		var doc struct {
-			Clusters []struct {
-				ClusterID string `json:"clusterId"`
-				Region    string `json:"region"`
-				Lease     struct {
-					State string `json:"state"`
-				} `json:"lease"`
-			} `json:"clusters"`
-		}
-		if err := json.Unmarshal([]byte(body), &doc); err != nil {
-			return err.Error() + ": " + body
-		}
-		active := 0
-		for _, c := range doc.Clusters {
-			if c.Lease.State == "LEASE_STATE_ACTIVE" && c.Region == regions[c.ClusterID] {
-				active++
-			}
-		}
-		if active != len(ids) {
-			return body
-		}
-		return ""
-	})
+	// docs/deploy.md's evaluation path, as written: the registry's release (memory store,
+	// plaintext) with its controller added, a controller in each other cluster dialling the
+	// registry's load balancer (its node port here), the registry checked and every lease
+	// active through the page's port-forwards.
+	doc := newDeployDoc(t, "evaluation", clusters, nil)
+	doc.Run(t, "Export Services")
+	t.Logf("FIGURE chart installed as docs/deploy.md says, every lease active: %s", time.Since(start).Round(time.Second))
 
 	// A Service exported from use1-a (by label) and usw2-a (by ServiceExport), reached
 	// from euw1-a's pod through its ServiceImport IP.
@@ -228,33 +193,13 @@ func TestManualOnNodes(t *testing.T) {
 		}
 	})
 
-	// The Global Discovery Service from its example manifest, with --pool-discovery=mcs,
-	// in euw1-a: the pool and the Global Router exported from use1-a, with their real pods.
-	t.Run("GlobalDiscoveryService", func(t *testing.T) {
-		manifest, err := os.ReadFile(filepath.Join(root, "gds-client", "deploy", "global-discovery-service.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		manifest = []byte(strings.ReplaceAll(string(manifest), "my-registry.example.com/global-discovery-mcs:dev", harness.ProjectImage))
-		euw1.Apply(t, harness.DecodeYAML(t, "global-discovery-service.yaml", manifest)...)
-		use1.Apply(t, harness.DecodeYAML(t, "pool and router", []byte(fmt.Sprintf(poolAndRouter, harness.BusyboxImage)))...)
-		euw1.WaitDeploymentAvailable(t, "global-discovery", "global-discovery-service")
-		pf := euw1.PortForward(t, "global-discovery", "service/global-discovery-service", 8080)
-		prefix := `"address":"` + strings.TrimSuffix(use1.PodCIDR, "0.0/16")
-		harness.Eventually(t, "/pools and /routers list use1-a's pods", time.Minute, func() string {
-			pools, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/pools")
-			if err != nil {
-				return err.Error()
-			}
-			routers, err := harness.HTTPGet("http://127.0.0.1:" + pf + "/routers")
-			if err != nil {
-				return err.Error()
-			}
-			if !strings.Contains(pools, `"service":"my-dgd-pool-relay"`) || strings.Count(pools, prefix) != 2 || strings.Count(routers, prefix) != 2 {
-				return "/pools " + pools + "\n/routers " + routers
-			}
-			return ""
-		})
+	// The rest of docs/deploy.md's evaluation path before its uninstall: the page's exports
+	// and their checks, the Global Discovery Service from its example manifest listing the
+	// pool and the Global Router with their real pods, what the registry holds, the upgrade
+	// and the rollback.
+	t.Run("DeployDoc", func(t *testing.T) {
+		doc.workloads(t)
+		doc.Run(t, "Uninstall")
 	})
 
 	// A port the registry excludes is what kube-proxy does: usw2-a exports "clash" with its
@@ -401,6 +346,10 @@ func TestManualOnNodes(t *testing.T) {
 			}
 		}
 	})
+
+	// The page's uninstall: each member's release, its cluster removed from the registry,
+	// and the cleanup by hand in the registry's cluster.
+	doc.Run(t, "")
 }
 
 // exportAndReach exports the echo Service of two real pods from use1-a (by label) and
@@ -587,21 +536,9 @@ metadata:
   namespace: dynamo
 `
 
-// poolAndRouter is what the Global Discovery Service lists, exported from one cluster: the
-// PoolRelay Service of DGD my-dgd (over the echo pods) and the headless Global Router with
-// two pods.
-const poolAndRouter = `apiVersion: v1
-kind: Service
-metadata:
-  name: my-dgd-pool-relay
-  namespace: dynamo
-  labels: {dynamo.nvidia.com/mcs-export: "true"}
-spec:
-  selector: {app: echo}
-  ports:
-  - {name: http, port: 80, targetPort: http}
----
-apiVersion: v1
+// globalRouter is the headless Global Router Service of two pods, exported by its label,
+// which the Global Discovery Service lists.
+const globalRouter = `apiVersion: v1
 kind: Namespace
 metadata:
   name: global-discovery

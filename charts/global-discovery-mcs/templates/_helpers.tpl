@@ -39,12 +39,12 @@ app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | qu
 
 {{/* The registry URLs the controller dials, with the chart's checks. */}}
 {{/*
-gdmcs.registryInsecure is "true" when the controller may dial http:// URLs: with
-controller.registryAllowInsecureHttp, or when it dials the default URL, the registry
-Service of this release without TLS, whose traffic stays inside the cluster.
+gdmcs.registryInsecure is "true" when the controller may dial http:// URLs: only with
+controller.registryAllowInsecureHttp, even for this release's own registry Service (the
+user manual: the chart refuses the plaintext URL otherwise).
 */}}
 {{- define "gdmcs.registryInsecure" -}}
-{{- if or .Values.controller.registryAllowInsecureHttp (and (not .Values.controller.registryUrls) .Values.registry.enabled (eq .Values.registry.tls.secretName "")) -}}
+{{- if .Values.controller.registryAllowInsecureHttp -}}
 true
 {{- end -}}
 {{- end }}
@@ -57,6 +57,9 @@ true
 {{- end -}}
 {{- $scheme := ternary "https" "http" (ne .Values.registry.tls.secretName "") -}}
 {{- $urls = list (printf "%s://%s.%s.svc:%v" $scheme (include "gdmcs.registryName" .) .Release.Namespace .Values.registry.service.grpcPort) -}}
+{{- if and (eq $scheme "http") (not (include "gdmcs.registryInsecure" .)) -}}
+{{- fail (printf "controller.registryAllowInsecureHttp: the controller dials this release's registry in plaintext (%s, as registry.tls.secretName is empty); set controller.registryAllowInsecureHttp=true, or serve TLS with registry.tls.secretName" (first $urls)) -}}
+{{- end -}}
 {{- end -}}
 {{- range $urls -}}
 {{- if and (hasPrefix "http://" .) (not (include "gdmcs.registryInsecure" $)) -}}
