@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -338,18 +339,34 @@ func (d *deployDoc) forward(body string, c *harness.Cluster) (*forward, string) 
 	return nil, out.String()
 }
 
-// keepForwards starts again a port-forward whose pod went away (a registry restart), as a
-// user would before the next command.
+// keepForwards starts again a port-forward that ended or no longer answers (its pod went
+// away: a registry restart), as a user would before the next command.
 func (d *deployDoc) keepForwards(t *testing.T) {
 	t.Helper()
 	for port, f := range d.forwards {
 		select {
 		case <-f.done:
 			t.Logf("the port-forward on %s ended; starting it again", port)
-			d.startForward(t, 0, f.body, f.cluster)
 		default:
+			if forwards(port) {
+				continue
+			}
+			t.Logf("the port-forward on %s no longer answers; starting it again", port)
 		}
+		d.startForward(t, 0, f.body, f.cluster)
 	}
+}
+
+// forwards reports whether an HTTP request through the local port gets any answer (a
+// TLS port answers a plaintext request too, with 400).
+func forwards(port string) bool {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + port + "/")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return true
 }
 
 func (d *deployDoc) stopForwards() {
