@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +28,11 @@ type EndpointsMonitor struct {
 	slices  map[string]*discoveryv1.EndpointSlice
 	since   map[string]time.Time // when a source lost its last Ready endpoint; absent: it has one
 	total   map[string]time.Duration
+	// causes tells, per source, what began each outage and how long it lasted: the
+	// change that took its last Ready endpoint (a deletion, or an update), and by whom.
+	causes map[string][]string
+	// last is the change being applied, for causes.
+	last string
 	err     error
 }
 
@@ -50,7 +57,8 @@ func (c *Cluster) MonitorImportedEndpoints(tb testing.TB, namespace, service str
 		tb.Fatalf("harness: watch EndpointSlices: %v", err)
 	}
 	m := &EndpointsMonitor{cancel: cancel, done: make(chan struct{}), sources: sources,
-		slices: map[string]*discoveryv1.EndpointSlice{}, since: map[string]time.Time{}, total: map[string]time.Duration{}}
+		slices: map[string]*discoveryv1.EndpointSlice{}, since: map[string]time.Time{}, total: map[string]time.Duration{},
+		causes: map[string][]string{}}
 	for i := range list.Items {
 		m.slices[list.Items[i].Name] = &list.Items[i]
 	}
@@ -83,6 +91,7 @@ func (m *EndpointsMonitor) run(ctx context.Context, w watch.Interface) {
 		case watch.Added, watch.Modified:
 			m.slices[s.Name] = s
 		}
+		m.last = fmt.Sprintf("%s %s at %s (resourceVersion %s, managers %s)", ev.Type, s.Name, now.Format("15:04:05.000"), s.ResourceVersion, managers(s))
 		m.mu.Unlock()
 		m.update(now)
 	}
@@ -104,9 +113,13 @@ func (m *EndpointsMonitor) update(now time.Time) {
 		switch {
 		case !ready[src] && !out:
 			m.since[src] = now
+			m.causes[src] = append(m.causes[src], "began with "+m.last)
 		case ready[src] && out:
 			m.total[src] += now.Sub(start)
 			delete(m.since, src)
+			if n := len(m.causes[src]); n > 0 {
+				m.causes[src][n-1] += fmt.Sprintf("; lasted %s, ended with %s", now.Sub(start).Round(time.Millisecond), m.last)
+			}
 		}
 	}
 }
@@ -125,6 +138,30 @@ func (m *EndpointsMonitor) Outage() map[string]time.Duration {
 		}
 	}
 	return out
+}
+
+// Causes returns, per source cluster, what began each of its outages and how it ended.
+func (m *EndpointsMonitor) Causes() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]string, len(m.causes))
+	for src, c := range m.causes {
+		out[src] = append([]string(nil), c...)
+	}
+	return out
+}
+
+// managers names the field managers of an object and when each last wrote.
+func managers(o metav1.Object) string {
+	var out []string
+	for _, f := range o.GetManagedFields() {
+		at := ""
+		if f.Time != nil {
+			at = " " + f.Time.Format("15:04:05")
+		}
+		out = append(out, f.Manager+"/"+string(f.Operation)+at)
+	}
+	return strings.Join(out, ", ")
 }
 
 // Err reports a watch that ended before Stop: then Outage is incomplete.

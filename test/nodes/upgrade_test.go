@@ -253,7 +253,11 @@ controller:
 			d := m.Outage()[src]
 			t.Logf("FIGURE time without imported endpoints from %s in %s through the upgrade and the rollback: %s", src, clusters[i].Name, d.Round(time.Millisecond))
 			if d > 0 {
-				t.Errorf("%s had no endpoints from %s for %s during the upgrade", clusters[i].Name, src, d)
+				t.Errorf("%s had no endpoints from %s for %s during the upgrade: %s", clusters[i].Name, src, d, strings.Join(m.Causes()[src], "; "))
+				// What the controllers of that cluster said of holds and imports.
+				out, _ := clusters[i].Kubectl("-n", "mcs-system", "logs", "-l", "app.kubernetes.io/name=mcs-controller", "--prefix", "--tail=-1", "--max-log-requests=10")
+				t.Logf("the controllers of %s on holds, epochs and removed imports:\n%s", clusters[i].Name,
+					grepAny(out, "hold", "epoch", "started empty", "import removed", "leader", "registered"))
 			}
 		}
 	}
@@ -344,3 +348,17 @@ func wantImage(t *testing.T, c *harness.Cluster, deployment, image string) {
 
 // settle lets a change finish: each lease renews (every 10 s) and the imports settle.
 func settle() { time.Sleep(12 * time.Second) }
+
+// grepAny returns the lines of s that contain any of subs.
+func grepAny(s string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, sub := range subs {
+			if strings.Contains(l, sub) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
