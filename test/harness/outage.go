@@ -33,7 +33,7 @@ type EndpointsMonitor struct {
 	causes map[string][]string
 	// last is the change being applied, for causes.
 	last string
-	err     error
+	err  error
 }
 
 // MonitorImportedEndpoints starts a monitor of the Service's imported endpoints from the
