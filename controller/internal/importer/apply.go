@@ -260,11 +260,16 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	meta.SetStatusCondition(&st.Conditions, replicationHeld(d.ReplicationHeld, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, endpointsRefused(refused, si.Generation))
 	meta.SetStatusCondition(&st.Conditions, localityCondition(d.Locality, si.Generation))
+	return r.patchStatus(ctx, si, st)
+}
+
+// patchStatus writes st as the ServiceImport's status when it differs. The status is this
+// controller's alone: a merge patch cannot fail on a cached resourceVersion older than the
+// last write (a quiet clusterset logs no conflict).
+func (r *Reconciler) patchStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, st *mcsv1beta1.ServiceImportStatus) error {
 	if equality.Semantic.DeepEqual(&si.Status, st) {
 		return nil
 	}
-	// The status is this controller's alone: a merge patch cannot fail on a cached
-	// resourceVersion older than the last write (a quiet clusterset logs no conflict).
 	base := si.DeepCopy()
 	si.Status = *st
 	if err := r.Client.Status().Patch(ctx, si, client.MergeFrom(base)); err != nil {

@@ -3,13 +3,11 @@ package importer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,14 +114,5 @@ func (r *Reconciler) heldStatus(ctx context.Context, si *mcsv1beta1.ServiceImpor
 	st := si.Status.DeepCopy()
 	st.Clusters = statusClusters(nil, held)
 	meta.SetStatusCondition(&st.Conditions, endpointsHeld(held, si.Generation))
-	if equality.Semantic.DeepEqual(&si.Status, st) {
-		return nil
-	}
-	base := si.DeepCopy()
-	si.Status = *st
-	if err := r.Client.Status().Patch(ctx, si, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("update status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
-	}
-	r.write("ServiceImport", "update")
-	return nil
+	return r.patchStatus(ctx, si, st)
 }
