@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -51,12 +53,20 @@ func freePort() (int, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return 0, fmt.Errorf("port locks: %w", err)
 	}
+	// Shared by every user's test processes, as /tmp is (world-writable, sticky): a
+	// developer's tests must find ports after root's ran (`sudo make test`), and keep out
+	// of their way when both run. Only the folder's owner can set it; others go on.
+	_ = os.Chmod(dir, 0o777|os.ModeSticky)
 	for range 1000 {
 		port := ports.lo + rand.IntN(ports.hi-ports.lo)
 		if ports.held[port] != nil {
 			continue
 		}
 		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		if errors.Is(err, fs.ErrPermission) {
+			// Another user's lock file: a read-only descriptor locks it all the same.
+			f, err = os.Open(filepath.Join(dir, strconv.Itoa(port)))
+		}
 		if err != nil {
 			continue
 		}
