@@ -15,6 +15,7 @@
 package docwalk
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -113,6 +114,9 @@ func Parse(page string) ([]Block, error) {
 	}
 	if cur != nil {
 		return nil, fmt.Errorf("line %d: code block not closed", cur.Line)
+	}
+	if mark != nil {
+		return nil, errors.New("the last line is a test mark with no code block after it")
 	}
 	return out, nil
 }

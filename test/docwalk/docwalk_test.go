@@ -40,6 +40,7 @@ func TestParseRefuses(t *testing.T) {
 		{"<!-- test: evaluation; in= -->\n```bash\nx\n```\n", "in= needs a value"},
 		{"<!-- test: evaluation -->\n\n```bash\nx\n```\n", "line 1: a test mark must stand on the line before a code block"},
 		{"```bash\nx\n", "line 1: code block not closed"},
+		{"text\n<!-- test: evaluation -->", "a test mark with no code block after it"},
 	} {
 		if _, err := Parse(tc.page); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want an error with %q", tc.page, err, tc.want)

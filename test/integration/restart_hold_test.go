@@ -213,3 +213,45 @@ func TestRegistryDownLongerThanAReconnect(t *testing.T) {
 	t.Logf("registry away %s: every cluster's imports whole again %s after it answered (%s after it stopped); 0 s without endpoints",
 		back.Sub(start).Round(100*time.Millisecond), whole.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 }
+
+// TestImportDeletionDelayHolds: with --import-deletion-delay, a cluster whose export left
+// an import keeps its endpoints in the other clusters for the delay, counted from when
+// each controller found it missing, with EndpointsHeld=True DeletionDelayed and the
+// cluster still in status.clusters; then its endpoints go and the condition clears.
+func TestImportDeletionDelayHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const delay = 8 * time.Second
+	_, _, cls, _ := relayClusterset(t, ctx, "--import-deletion-delay="+delay.String())
+	all := "ClusterSetIP [http/TCP/80] clusters=[euw1-a use1-a usw2-a] ips svc:true [euw1-a:10.3.0.1:true use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
+	use1 := cls[0]
+	waitImport(t, use1, "dynamo", "relay", all)
+
+	// euw1-a stops exporting: the registry's import no longer lists it.
+	if err := cls[2].Client.Delete(ctx, serviceExport("dynamo", "relay")); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	harness.Eventually(t, "use1-a holds euw1-a's endpoints", 30*time.Second, func() string {
+		if got := importCondition(t, use1, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=True DeletionDelayed" {
+			return got
+		}
+		return ""
+	})
+	if got := importState(t, use1, "dynamo", "relay"); got != all {
+		t.Fatalf("during the delay: %s, want euw1-a's endpoints and entry kept: %s", got, all)
+	}
+	without := "ClusterSetIP [http/TCP/80] clusters=[use1-a usw2-a] ips svc:true [use1-a:10.1.0.1:true usw2-a:10.2.0.1:true]"
+	harness.Eventually(t, "euw1-a's endpoints gone after the delay", 2*delay, func() string {
+		if got := importState(t, use1, "dynamo", "relay"); got != without {
+			return got
+		}
+		return ""
+	})
+	if took := time.Since(gone); took < delay {
+		t.Errorf("euw1-a's endpoints left after %s, before the %s delay", took.Round(10*time.Millisecond), delay)
+	}
+	if got := importCondition(t, use1, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=False NoneHeld" {
+		t.Errorf("after the delay: %s", got)
+	}
+}

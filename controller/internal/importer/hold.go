@@ -130,11 +130,6 @@ func (h *holds) settle(key types.NamespacedName, kept []string, now time.Time) (
 	return refill, delayed, next
 }
 
-// forget drops the holds of an import that is gone from the cluster.
-func (h *holds) forget(key types.NamespacedName) {
-	h.settle(key, nil, time.Time{})
-}
-
 // refillClusters is how many source clusters any import keeps while the registry refills.
 func (h *holds) refillClusters() int {
 	h.mu.Lock()

@@ -69,7 +69,7 @@ func TestHolds(t *testing.T) {
 	if r, d, next := h.settle(pool, nil, later); r != nil || d != nil || next != 0 {
 		t.Fatalf("pool after the holds ended: %v %v %s", r, d, next)
 	}
-	h.forget(router)
+	h.settle(router, nil, later)
 	if n := h.refillClusters(); n != 0 || len(h.byKey) != 0 {
 		t.Fatalf("after every hold ended: %d refilling, %d imports", n, len(h.byKey))
 	}
