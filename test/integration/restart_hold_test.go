@@ -227,14 +227,16 @@ func TestImportDeletionDelayHolds(t *testing.T) {
 	use1 := cls[0]
 	waitImport(t, use1, "dynamo", "relay", all)
 
-	// euw1-a stops exporting: the registry's import no longer lists it.
+	// euw1-a stops exporting: the registry's import no longer lists it. The ServiceExport
+	// is deleted as soon as the import shows it, often before euw1-a's exporter first
+	// reconciled it (its finalizer not yet there): the export is withdrawn all the same.
 	if err := cls[2].Client.Delete(ctx, serviceExport("dynamo", "relay")); err != nil {
 		t.Fatal(err)
 	}
 	gone := time.Now()
 	harness.Eventually(t, "use1-a holds euw1-a's endpoints", 30*time.Second, func() string {
 		if got := importCondition(t, use1, "dynamo", "relay", "EndpointsHeld"); got != "EndpointsHeld=True DeletionDelayed" {
-			return got
+			return got + "; import: " + importState(t, use1, "dynamo", "relay")
 		}
 		return ""
 	})

@@ -178,9 +178,20 @@ func (r *Reconciler) Trigger(ctx context.Context, keys []types.NamespacedName) {
 			ctrl.LoggerFrom(ctx).Error(err, "list ServiceExports to reconcile")
 			return
 		}
+		listed := make(map[types.NamespacedName]bool, len(list.Items))
 		for _, se := range list.Items {
-			keys = append(keys, types.NamespacedName{Namespace: se.Namespace, Name: se.Name})
+			k := types.NamespacedName{Namespace: se.Namespace, Name: se.Name}
+			listed[k] = true
+			keys = append(keys, k)
 		}
+		// And what was sent of ServiceExports deleted since the list the sync sent.
+		r.mu.Lock()
+		for k := range r.sent {
+			if !listed[k] {
+				keys = append(keys, k)
+			}
+		}
+		r.mu.Unlock()
 	}
 	for _, k := range keys {
 		se := &mcsv1beta1.ServiceExport{}
@@ -242,11 +253,19 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	se := &mcsv1beta1.ServiceExport{}
 	if err := r.Client.Get(ctx, req.NamespacedName, se); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-			return reconcile.Result{}, nil
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
 		}
-		return reconcile.Result{}, err
+		// Gone without the finalizer: deleted before its first reconcile, while a sync after
+		// the registration had already sent it. What was sent is withdrawn all the same.
+		r.mu.Lock()
+		_, wasSent := r.sent[req.NamespacedName]
+		r.mu.Unlock()
+		if wasSent {
+			return reconcile.Result{}, r.deleteExport(ctx, req.NamespacedName)
+		}
+		r.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
 	}
 	if !se.DeletionTimestamp.IsZero() {
 		if !controllerutil.ContainsFinalizer(se, names.Finalizer) {

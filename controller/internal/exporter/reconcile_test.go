@@ -255,6 +255,42 @@ func TestReconcileDeletion(t *testing.T) {
 	}
 }
 
+// TestReconcileDeletedBeforeFirstReconcile: a ServiceExport that a sync sent and that was
+// deleted before its first reconcile (so without the finalizer) is withdrawn from the
+// registry all the same; one never sent costs no registry call.
+func TestReconcileDeletedBeforeFirstReconcile(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name        string
+		sent        bool
+		registryErr error
+		wantDeletes int
+		wantErr     bool
+	}{
+		{"sent by a sync", true, nil, 1, false},
+		{"never sent", false, nil, 0, false},
+		{"registry unavailable: retried", true, status.Error(codes.Unavailable, "down"), 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := &fakeRegistry{err: c.registryErr}
+			r, _ := newReconciler(t, reg, &fakeSession{state: registered})
+			if c.sent {
+				r.sent[key] = &sent{}
+			}
+			_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: key})
+			if (err != nil) != c.wantErr {
+				t.Fatalf("Reconcile: %v, want an error %v", err, c.wantErr)
+			}
+			if len(reg.deletes) != c.wantDeletes {
+				t.Fatalf("DeleteExport calls %v, want %d", reg.deletes, c.wantDeletes)
+			}
+			if _, still := r.sent[key]; still != c.wantErr {
+				t.Fatalf("still noted as sent: %v, want %v", still, c.wantErr)
+			}
+		})
+	}
+}
+
 // TestReconcileConditionMessages: the messages say what to do.
 func TestReconcileConditionMessages(t *testing.T) {
 	reg := &fakeRegistry{err: status.Error(codes.ResourceExhausted, "1001 exports, at most 1000 per cluster (--max-exports-per-cluster)")}
