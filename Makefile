@@ -141,7 +141,8 @@ docker-push:
 ## Test --------------------------------------------------------------------------------
 
 # Each suite's test2json events go to .cache/test; whatever the result, `make test` ends with
-# the ten slowest tests and a count of every test by result (test/cmd/testtimes).
+# the ten slowest tests, the last lines each failed test reported, and a count of every test
+# by result (test/cmd/testtimes).
 TEST_JSON := $(ROOT)/.cache/test
 GOTESTSUM  = $(BIN)/gotestsum --format standard-quiet --jsonfile
 test:

@@ -1,6 +1,8 @@
 // Command testtimes reads the `go test -json` files a `make test` run wrote (gotestsum's
 // --jsonfile, one per suite) and prints where the time went: the slowest top-level tests and
-// each package's wall time, then one line counting every test and subtest by result.
+// each package's wall time, then the last lines each failed test reported from its test file
+// (so a run's tail says why it failed), then one line counting every test and subtest by
+// result.
 // `make test` prints the ten slowest at its end; `-markdown -packages` prints the tables of
 // docs/development.md.
 package main
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +26,7 @@ type event struct {
 	Package string
 	Test    string
 	Elapsed float64
+	Output  string
 }
 
 // timing is one test's or package's result and elapsed time.
@@ -41,6 +45,7 @@ func main() {
 		os.Exit(2)
 	}
 	var tests, pkgs []timing
+	var failed []failure
 	results := map[string]int{}
 	for _, name := range flag.Args() {
 		r, err := readFile(name)
@@ -48,7 +53,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "testtimes: %v\n", err)
 			os.Exit(1)
 		}
-		tests, pkgs = append(tests, r.tests...), append(pkgs, r.pkgs...)
+		tests, pkgs, failed = append(tests, r.tests...), append(pkgs, r.pkgs...), append(failed, r.failed...)
 		for k, n := range r.results {
 			results[k] += n
 		}
@@ -68,6 +73,12 @@ func main() {
 		fmt.Fprintf(w, "Packages by wall time (%d):\n", len(pkgs))
 		printTable(w, pkgs, false, *markdown)
 	}
+	for _, f := range failed {
+		fmt.Fprintf(w, "FAIL %s (%s):\n", f.Test, short(f.Package))
+		for _, l := range f.lines {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 	// The closing line: every test and subtest, as a CI reads a runner's summary.
 	fmt.Fprintf(w, "tests: %d passed, %d failed, %d skipped\n", results["pass"], results["fail"], results["skip"])
 }
@@ -77,7 +88,26 @@ func main() {
 type run struct {
 	tests, pkgs []timing
 	results     map[string]int
+	// failed are the failed tests that have no failed subtest, with their last reports.
+	failed []failure
 }
+
+// failure is a failed test and the last lines it reported from its test file (t.Error,
+// t.Fatal, and t.Log lines other than FIGUREs: test2json does not tell them apart).
+type failure struct {
+	Package, Test string
+	lines         []string
+}
+
+// reportsKept is how many report lines of a failed test are printed, and reportWidth how
+// much of each: enough to say why, not the logs.
+const (
+	reportsKept = 4
+	reportWidth = 300
+)
+
+// report is a test's own report line: "    name_test.go:123: text", not a FIGURE.
+var report = regexp.MustCompile(`^\s+[\w.-]+_test\.go:\d+: `)
 
 // readFile returns the top-level tests and the packages of one test2json file. A package
 // that failed to build has no pass or fail event of its own for a test; it shows as a
@@ -97,6 +127,8 @@ func readFile(name string) (run, error) {
 
 func read(in io.Reader) (run, error) {
 	r := run{results: map[string]int{}}
+	reports := map[string][]string{} // by package and test, the last reportsKept
+	failedSub := map[string]bool{}   // tests with a failed subtest
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20) // a test's output line can be long
 	for line := 1; sc.Scan(); line++ {
@@ -107,9 +139,30 @@ func read(in io.Reader) (run, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return run{}, fmt.Errorf("line %d: %w", line, err)
 		}
+		key := e.Package + " " + e.Test
+		if e.Action == "output" && e.Test != "" && report.MatchString(e.Output) && !strings.Contains(e.Output, "FIGURE ") {
+			l := strings.TrimSpace(e.Output)
+			if len(l) > reportWidth {
+				l = l[:reportWidth] + "…"
+			}
+			kept := append(reports[key], l)
+			if len(kept) > reportsKept {
+				kept = kept[1:]
+			}
+			reports[key] = kept
+		}
 		if e.Action != "pass" && e.Action != "fail" && e.Action != "skip" {
 			continue
 		}
+		if e.Action == "fail" && e.Test != "" {
+			if !failedSub[key] {
+				r.failed = append(r.failed, failure{Package: e.Package, Test: e.Test, lines: reports[key]})
+			}
+			if i := strings.LastIndex(e.Test, "/"); i > 0 {
+				failedSub[e.Package+" "+e.Test[:i]] = true
+			}
+		}
+		delete(reports, key)
 		t := timing{Package: e.Package, Test: e.Test, Result: e.Action, Elapsed: time.Duration(e.Elapsed * float64(time.Second))}
 		if e.Test == "" {
 			if e.Action != "skip" { // a package without tests

@@ -55,3 +55,35 @@ func TestReadRejectsABrokenEvent(t *testing.T) {
 		t.Fatalf("err = %v, want one naming line 1", err)
 	}
 }
+
+// TestReadFailures: a failed test's last report lines, FIGUREs and logs of other files left
+// out, and only the deepest failed tests (a parent that failed through its subtest is not
+// repeated).
+func TestReadFailures(t *testing.T) {
+	in := `{"Action":"run","Package":"example.com/a","Test":"TestUpgrade"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:53: FIGURE ready in 0s\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    process.go:83: --- output of mcs-registry ---\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:1: one\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:2: two\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:3: three\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:4: four\n"}
+{"Action":"output","Package":"example.com/a","Test":"TestUpgrade/Memory","Output":"    upgrade_test.go:5: use1-a had no endpoints\n"}
+{"Action":"fail","Package":"example.com/a","Test":"TestUpgrade/Memory","Elapsed":1}
+{"Action":"pass","Package":"example.com/a","Test":"TestUpgrade/TLS","Elapsed":1}
+{"Action":"fail","Package":"example.com/a","Test":"TestUpgrade","Elapsed":2}
+{"Action":"output","Package":"example.com/a","Test":"TestOK","Output":"    ok_test.go:9: a log\n"}
+{"Action":"pass","Package":"example.com/a","Test":"TestOK","Elapsed":1}
+{"Action":"fail","Package":"example.com/a","Test":"TestQuiet","Elapsed":1}
+`
+	r, err := read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []failure{
+		{Package: "example.com/a", Test: "TestUpgrade/Memory", lines: []string{"upgrade_test.go:2: two", "upgrade_test.go:3: three", "upgrade_test.go:4: four", "upgrade_test.go:5: use1-a had no endpoints"}},
+		{Package: "example.com/a", Test: "TestQuiet"},
+	}
+	if d := cmp.Diff(want, r.failed, cmp.AllowUnexported(failure{})); d != "" {
+		t.Errorf("failures (-want +got):\n%s", d)
+	}
+}
