@@ -158,14 +158,14 @@ func wire(mgr manager.Manager, o Options, id identity.Identity, pool *registrycl
 		Clusterset: id.Clusterset, ClusterID: id.ClusterID, BatchPeriod: o.endpointBatchPeriod,
 		Metrics: exporter.Metrics{ExportWrite: m.exportWrite},
 	}
-	imp := &importer.Reconciler{
+	imp := importer.New(importer.Config{
 		Client: mgr.GetClient(), Imports: watch, WatchNamespaces: o.watchNamespaces, CreateNamespaces: o.createNamespaces,
 		AdoptUnmanaged: o.adoptUnmanaged, DeletionDelay: o.importDeletionDelay, Workers: o.importWorkers,
 		ClusterID: id.ClusterID, Region: id.Region, DefaultLocality: o.defaultLocality,
 		Metrics: importer.Metrics{Write: m.importWrite, Held: m.importsHeld, HeldClusters: m.clustersHeld, Refused: m.importsRefused,
 			Tier: m.localityTier, TierGone: m.localityGone},
 		Recorder: mgr.GetEventRecorder("mcs-controller"),
-	}
+	})
 	var canaryWriter *canary.Writer
 	if o.canaryInterval > 0 {
 		ns := leaderNamespace(o.leaderElectionNS)

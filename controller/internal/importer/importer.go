@@ -94,8 +94,8 @@ type Metrics struct {
 	TierGone func(namespace, name string)
 }
 
-// Reconciler applies imports. Requests are namespace/name of the exported Service.
-type Reconciler struct {
+// Config is what a Reconciler is made with.
+type Config struct {
 	Client  client.Client
 	Imports Imports
 	// WatchNamespaces limits imports to these namespaces; empty: all.
@@ -122,6 +122,15 @@ type Reconciler struct {
 	ClusterID, Region string
 	// DefaultLocality is the policy of imports whose exports set none (--default-locality).
 	DefaultLocality []registryv1.LocalityTier
+}
+
+// Reconciler applies imports. Requests are namespace/name of the exported Service. Make it
+// with New: its state (the holds, the held and refused imports, the locality tiers) lives
+// in the leader's memory only; a new leader starts with none and finds it again from the
+// registry's imports and the cluster (docs/configuration.md, "The hold after a registry
+// restart").
+type Reconciler struct {
+	Config
 
 	holds   *holds
 	mu      sync.Mutex
@@ -149,18 +158,19 @@ func (r *Reconciler) watched(ns string) bool {
 	return false
 }
 
-// makeState makes the reconciler's own state: SetupWithManager calls it, and a test that
-// reconciles directly.
-func (r *Reconciler) makeState() {
-	r.holds = newHolds()
-	r.held = map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}, "deletion_delay": {}}
-	r.events = make(chan event.GenericEvent, 4096)
-	r.tiers = map[types.NamespacedName]string{}
+// New returns a Reconciler with cfg and its own state.
+func New(cfg Config) *Reconciler {
+	return &Reconciler{
+		Config: cfg,
+		holds:  newHolds(),
+		held:   map[string]map[types.NamespacedName]bool{"namespace_missing": {}, "unmanaged": {}, "registry_restart": {}, "deletion_delay": {}},
+		events: make(chan event.GenericEvent, 4096),
+		tiers:  map[types.NamespacedName]string{},
+	}
 }
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.makeState()
 	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
 		if name == "" || (o.GetLabels()[names.ManagedByLabel] != names.ManagedBy && o.GetLabels()[discoveryv1.LabelManagedBy] != names.ManagedBy) {

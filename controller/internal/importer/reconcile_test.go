@@ -97,8 +97,7 @@ func newImporter(t *testing.T, imps *fakeImports, objs ...client.Object) (*Recon
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&mcsv1beta1.ServiceImport{}).Build()
 	w := &writes{}
-	r := &Reconciler{Client: c, Imports: imps, Metrics: Metrics{Write: w.record}}
-	r.makeState()
+	r := New(Config{Client: c, Imports: imps, Metrics: Metrics{Write: w.record}})
 	return r, c, w
 }
 

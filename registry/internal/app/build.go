@@ -129,8 +129,7 @@ func (p *process) buildGRPC() {
 	}
 	p.admit = ratelimit.New(ratelimit.Share{Rate: cfg.ClientRate, Burst: cfg.ClientBurst}, p.m.clientThrottled)
 	p.svc = server.New(server.Options{Store: p.store, Cache: p.cache, Logger: p.log, Draining: p.draining, Refused: p.m.refused,
-		Limits: server.Limits{MaxExportsPerCluster: cfg.MaxExportsPerCluster, MaxEndpointsPerCluster: cfg.MaxEndpointsPerCluster, MaxBytesPerCluster: cfg.MaxBytesPerCluster},
-		Watch:  server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: identityOf},
+		Watch: server.WatchLimits{MaxWatches: cfg.MaxWatches, MaxWatchesPerClient: cfg.MaxWatchesPerClient, SendTimeout: cfg.SendTimeout, ClientOf: identityOf},
 	})
 	decoding := server.NewDecoding()
 	grpcOpts := []grpc.ServerOption{

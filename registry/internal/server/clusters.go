@@ -153,12 +153,16 @@ func (s *Server) DeleteCluster(ctx context.Context, req *registryv1.DeleteCluste
 }
 
 // activeCluster refuses writes from a cluster that is not registered or whose lease expired.
+// The lease is judged by the rule the imports apply (lease.Judge, through the cache): a
+// write is taken exactly when the cluster's exports take part in imports, so a cluster
+// held while replication from the region of its last renewal lags may write, and one
+// the imports dropped may not.
 func (s *Server) activeCluster(ctx context.Context, key store.ClusterKey) error {
 	c, err := s.store.GetCluster(ctx, key)
 	if err != nil {
 		return s.storeError("check cluster lease", err)
 	}
-	if now := s.now(); !c.Active(now) {
+	if !s.cache.Judge(c).Participates() {
 		return status.Errorf(codes.FailedPrecondition, "cluster %s/%s: lease expired at %s; register again", key.Clusterset, key.ClusterID, c.ExpireTime().UTC().Format(time.RFC3339))
 	}
 	return nil

@@ -44,9 +44,6 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	defer unlock()
 	// The per-cluster quotas are checked by the store in the write itself, against what
 	// it holds of the cluster through every replica (this replica's cache may lag).
-	if err := s.overQuota(key, store.Weight(req.GetSpec(), req.GetEndpointGroups())); err != nil {
-		return nil, err // the export alone is past a quota
-	}
 	now := s.now()
 	e, err := s.store.PutExport(ctx, store.Export{
 		Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: serviceKey(req.GetService()),
@@ -132,16 +129,6 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	}
 	key := store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: req.GetClusterId()}
 	if err := s.activeCluster(ctx, key); err != nil {
-		return nil, err
-	}
-	// The synced set replaces everything the cluster holds: the quota is the request's.
-	u := store.Usage{Exports: len(req.GetExports())}
-	for _, x := range req.GetExports() {
-		w := store.Weight(x.GetSpec(), x.GetEndpointGroups())
-		u.Endpoints += w.Endpoints
-		u.Bytes += w.Bytes
-	}
-	if err := s.overQuota(key, u); err != nil {
 		return nil, err
 	}
 	unlock, err := s.writes.lock(ctx, key)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -12,37 +11,18 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// Limits bound what one cluster may hold, so no cluster can make every member cluster
-// write (and every watch carry) more than the fleet planned for. Zero: no limit.
-type Limits struct {
-	// MaxExportsPerCluster is --max-exports-per-cluster.
-	MaxExportsPerCluster int
-	// MaxEndpointsPerCluster is --max-endpoints-per-cluster.
-	MaxEndpointsPerCluster int
-	// MaxBytesPerCluster is --max-bytes-per-cluster.
-	MaxBytesPerCluster int
-}
-
-// Names of the limits, as the refusal metric labels them.
+// Names of the per-cluster quotas, as the refusal metric labels them.
 const (
 	LimitExportsPerCluster   = "exports_per_cluster"
 	LimitEndpointsPerCluster = "endpoints_per_cluster"
 	LimitBytesPerCluster     = "bytes_per_cluster"
 )
 
-// overQuota returns a RESOURCE_EXHAUSTED status when a cluster holding u would exceed a
-// limit (the store checks each write again against what it holds: quotaRefusal).
-func (s *Server) overQuota(key store.ClusterKey, u store.Usage) error {
-	q := store.Quota{Exports: s.limits.MaxExportsPerCluster, Endpoints: s.limits.MaxEndpointsPerCluster, Bytes: s.limits.MaxBytesPerCluster}
-	var qe *store.QuotaError
-	if err := q.Check(key, u); errors.As(err, &qe) {
-		return s.quotaRefusal(qe)
-	}
-	return nil
-}
-
 // quotaRefusal is the RESOURCE_EXHAUSTED status of a write past a quota, naming its flag;
-// the refusal is counted.
+// the refusal is counted. The quotas (--max-exports-per-cluster, --max-endpoints-per-cluster,
+// --max-bytes-per-cluster) are the store's: it checks each write against what it holds of
+// the cluster through every replica, and refuses one whose own weight passes a quota
+// without asking the table. The server checks none itself.
 func (s *Server) quotaRefusal(qe *store.QuotaError) error {
 	limit, flag, what := LimitBytesPerCluster, "--max-bytes-per-cluster", "bytes of specs and endpoints in all its exports"
 	switch qe.Limit {

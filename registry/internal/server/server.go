@@ -30,7 +30,6 @@ type Server struct {
 	log   *slog.Logger
 	// draining ends every watch when the process shuts down, so a graceful stop completes.
 	draining <-chan struct{}
-	limits   Limits
 	refused  func(limit string)
 	writes   clusterLocks
 	watches  *watchLimits
@@ -62,8 +61,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Draining, when closed, ends open watches with UNAVAILABLE.
 	Draining <-chan struct{}
-	// Limits bound what one cluster holds.
-	Limits Limits
 	// Watch bounds the open watches and how long a send to one may block.
 	Watch WatchLimits
 	// Refused is told the name of a limit each time a request is refused for it; nil: nobody.
@@ -79,7 +76,7 @@ func New(opts Options) *Server {
 		opts.Refused = func(string) {}
 	}
 	return &Server{store: opts.Store, cache: opts.Cache, now: time.Now, log: opts.Logger, draining: opts.Draining,
-		limits: opts.Limits, refused: opts.Refused, watches: newWatchLimits(opts.Watch)}
+		refused: opts.Refused, watches: newWatchLimits(opts.Watch)}
 }
 
 var _ registryv1.RegistryServiceServer = (*Server)(nil)

@@ -22,13 +22,17 @@ import (
 )
 
 // serve runs the service on an in-memory listener with the memory store, as the registry
-// wires it (the decoding codec included, the store enforcing the limits' quotas), and
-// returns a client.
-func serve(t testing.TB, opts Options) registryv1.RegistryServiceClient {
+// wires it (the decoding codec included, the store enforcing the quotas), and returns a
+// client.
+func serve(t testing.TB, opts Options, quota ...store.Quota) registryv1.RegistryServiceClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st := memory.New(memory.WithQuota(store.Quota{Exports: opts.Limits.MaxExportsPerCluster, Endpoints: opts.Limits.MaxEndpointsPerCluster, Bytes: opts.Limits.MaxBytesPerCluster}))
+	var q store.Quota
+	if len(quota) > 0 {
+		q = quota[0]
+	}
+	st := memory.New(memory.WithQuota(q))
 	cache := imports.New(imports.Options{Store: st})
 	go func() { _ = cache.Run(ctx) }()
 	opts.Store, opts.Cache = st, cache
@@ -101,7 +105,7 @@ func TestWriteReadWatch(t *testing.T) {
 // quota is refused with the flag's name and the refusal is counted.
 func TestRefusals(t *testing.T) {
 	var refused []string
-	c := serve(t, Options{Limits: Limits{MaxExportsPerCluster: 1, MaxEndpointsPerCluster: 2}, Refused: func(l string) { refused = append(refused, l) }})
+	c := serve(t, Options{Refused: func(l string) { refused = append(refused, l) }}, store.Quota{Exports: 1, Endpoints: 2})
 	ctx := context.Background()
 	register(t, c, "a")
 	if _, err := c.PutExport(ctx, export("one", 80, "10.0.0.1")); err != nil {
@@ -186,5 +190,43 @@ func TestWatchDeltasAndPages(t *testing.T) {
 	d := m.GetDeltas()[0]
 	if d.GetHeader() != nil || len(d.GetClusters()) != 1 || d.GetClusters()[0].GetEndpointGroups()[0].GetEndpoints()[0].GetAddresses()[0] != "10.0.0.9" {
 		t.Fatalf("delta %v; want cluster a's new endpoint and no header", d)
+	}
+}
+
+// TestWritesFollowTheImportsLeaseRule: a write is taken exactly while the imports count
+// the cluster's lease (the one rule, lease.Judge through the cache): at its expiry by the
+// cache's clock, PutExport, DeleteExport and SyncExports are refused with "register
+// again".
+func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var skew time.Duration // how far the cache's clock runs ahead
+	st := memory.New()
+	cache := imports.New(imports.Options{Store: st, Now: func() time.Time { return time.Now().Add(skew) }})
+	go func() { _ = cache.Run(ctx) }()
+	svc := New(Options{Store: st, Cache: cache})
+	if _, err := svc.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "a", Region: "r", LeaseDuration: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	writes := map[string]func() error{
+		"PutExport": func() error { _, err := svc.PutExport(ctx, export("one", 80, "10.0.0.1")); return err },
+		"DeleteExport": func() error {
+			_, err := svc.DeleteExport(ctx, &registryv1.DeleteExportRequest{Clusterset: "prod", ClusterId: "a", Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "one"}})
+			return err
+		},
+		"SyncExports": func() error {
+			_, err := svc.SyncExports(ctx, &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: "a"})
+			return err
+		},
+	}
+	for name, write := range writes {
+		skew = 0
+		if err := write(); err != nil {
+			t.Fatalf("%s within the lease: %v", name, err)
+		}
+		skew = time.Minute + time.Second
+		if err := write(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "register again") {
+			t.Errorf("%s past the lease: %v, want FAILED_PRECONDITION saying register again", name, err)
+		}
 	}
 }
