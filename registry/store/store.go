@@ -248,8 +248,8 @@ type Store interface {
 	// SyncExports makes exports the complete set of the cluster's exports: it deletes the
 	// cluster's other exports and writes each (as PutExport does; those that shrink before
 	// those that grow, so a set within the Quota never passes it on the way). It returns the stored
-	// exports in the order given and the number deleted.
-	SyncExports(ctx context.Context, key ClusterKey, exports []Export) ([]Export, int, error)
+	// exports in the order given and the Services whose export of the cluster it deleted.
+	SyncExports(ctx context.Context, key ClusterKey, exports []Export) ([]Export, []ServiceKey, error)
 	// ListExports returns the exports of a clusterset, sorted by service, then cluster id.
 	ListExports(ctx context.Context, clusterset string) ([]Export, error)
 	// ListServiceExports returns every cluster's export of one Service, sorted by cluster id.

@@ -1,7 +1,6 @@
 package imports
 
 import (
-	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,28 +8,6 @@ import (
 	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
-
-// TestServicesOf: the Services a cluster exports follow its writes and deletes.
-func TestServicesOf(t *testing.T) {
-	f := newFixture(t, 0)
-	f.register("a", time.Minute)
-	f.register("b", time.Minute)
-	f.put("a", "one", 80)
-	f.put("a", "two", 80)
-	f.put("b", "one", 80)
-	one := store.ServiceKey{Namespace: "dynamo", Name: "one"}
-	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, one); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.cache.RefreshService(f.ctx, "prod", one); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := f.cache.ServicesOf(f.ctx, "prod", "a")
-	sort.Slice(keys, func(i, j int) bool { return keys[i].Less(keys[j]) })
-	if err != nil || len(keys) != 1 || keys[0].Name != "two" {
-		t.Fatalf("ServicesOf(a) after deleting one = %v, %v; want [dynamo/two]", keys, err)
-	}
-}
 
 // TestEchoCostsNoMerge: the change feed's echo of a write the cache already applied (the
 // memory store hands back the same messages) merges nothing again.

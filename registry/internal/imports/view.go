@@ -7,17 +7,6 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-// ServicesOf returns the Services a cluster exports, as the cache holds them.
-func (c *Cache) ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error) {
-	s, err := c.loaded(ctx, clusterset)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.servicesOfLocked(clusterID), nil
-}
-
 // Filter selects what a list or a watch returns.
 type Filter struct {
 	// Namespace limits the imports to one namespace when set.

@@ -136,11 +136,6 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 		return nil, s.storeError("sync exports", err)
 	}
 	defer unlock()
-	// What the sync changes: the Services it names and those the cluster exported before.
-	before, err := s.cache.ServicesOf(ctx, key.Clusterset, key.ClusterID)
-	if err != nil {
-		return nil, s.storeError("read the cluster's exports", err)
-	}
 	now := s.now()
 	exports := make([]store.Export, len(req.GetExports()))
 	for i, x := range req.GetExports() {
@@ -153,20 +148,15 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	if err != nil {
 		return nil, s.storeError("sync exports", err)
 	}
-	// Applied as the changes it makes, in one step, from the write's own result (only the
-	// Services it no longer exports are read): its cost follows the caller's exports, not
-	// the clusterset's, and many clusters' syncs at once (a registry restart) merge each
-	// Service once per group commit, not once per sync.
-	var gone []store.ServiceKey
-	for _, k := range before {
-		if !seen[k] {
-			gone = append(gone, k)
-		}
-	}
-	if err := s.cache.ApplySync(ctx, key.Clusterset, stored, gone); err != nil {
+	// Applied as the changes it makes, in one step, from the store's own result: the
+	// exports it holds now and the Services whose export it deleted (only those are read).
+	// Its cost follows the caller's exports, not the clusterset's, and many clusters' syncs
+	// at once (a registry restart) merge each Service once per group commit, not once per
+	// sync.
+	if err := s.cache.ApplySync(ctx, key.Clusterset, stored, deleted); err != nil {
 		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
 	}
-	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(deleted)} //nolint:gosec // G115: at most --max-exports-per-cluster.
+	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(len(deleted))} //nolint:gosec // G115: at most --max-exports-per-cluster.
 	for _, e := range exports {
 		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 		if err != nil {
@@ -177,7 +167,7 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 			Verdict: merge.Verdict(imp, key.ClusterID),
 		})
 	}
-	s.log.Info("exports synced", "clusterset", key.Clusterset, "cluster", key.ClusterID, "exports", len(exports), "deleted", deleted)
+	s.log.Info("exports synced", "clusterset", key.Clusterset, "cluster", key.ClusterID, "exports", len(exports), "deleted", len(deleted))
 	return resp, nil
 }
 

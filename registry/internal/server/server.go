@@ -44,7 +44,6 @@ type Cache interface {
 	RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error
 	ApplyPut(clusterset string, e store.Export)
 	ApplySync(ctx context.Context, clusterset string, written []store.Export, gone []store.ServiceKey) error
-	ServicesOf(ctx context.Context, clusterset, clusterID string) ([]store.ServiceKey, error)
 	Import(ctx context.Context, clusterset string, k store.ServiceKey) (*registryv1.ServiceImport, error)
 	List(ctx context.Context, clusterset string, f imports.Filter) (imports.Snapshot, error)
 	Watch(ctx context.Context, clusterset string, f imports.Filter, pageSize int, resumeEpoch string, resumeRevision int64) (*imports.Watcher, error)

@@ -90,13 +90,13 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 // other exports.
 // The set is not one transaction (it may exceed DynamoDB's 100-item limit), so a failure
 // part way leaves some written, and the caller retries the whole set.
-func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
+func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, []store.ServiceKey, error) {
 	if _, err := st.GetCluster(ctx, k); err != nil {
-		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
+		return nil, nil, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
 	}
 	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs, updateMs, writeUs, nE, nB", map[string]string{"#sum": "sum"})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	type priorItem struct {
 		prior
@@ -126,7 +126,7 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	for i, e := range exports {
 		enc, err := encodeExport(e)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		after = after.Add(enc.weight)
 		h, had := mine[e.Service]
@@ -148,7 +148,7 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		inline = append(inline, w)
 	}
 	if err := st.quota.Check(k, after); err != nil {
-		return nil, 0, fmt.Errorf("sync exports: %w", err)
+		return nil, nil, fmt.Errorf("sync exports: %w", err)
 	}
 	// The deletes first, under one fence raised before them (the writes after it are
 	// newer), so the cluster's usage drops before the writes add to it: a set within the
@@ -159,11 +159,11 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 			gone = append(gone, syncDelete{svc: svc, old: h.prior})
 		}
 	}
-	deleted := 0
+	var deleted []store.ServiceKey
 	if len(gone) > 0 {
 		fence, err := st.raiseFence(ctx, k)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		if deleted, err = st.deleteExports(ctx, k, gone, fence); err != nil {
 			return nil, deleted, err
@@ -237,11 +237,11 @@ type syncDelete struct {
 }
 
 // deleteExports deletes a sync's other exports unless a write newer than the fence f
-// replaced them, in transactions of up to maxBatchExports with the change of the
+// replaced them, and returns the Services it deleted, in transactions of up to maxBatchExports with the change of the
 // cluster's usage; a transaction a condition refuses is done again one export at a time.
-func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []syncDelete, f int64) (int, error) {
+func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []syncDelete, f int64) ([]store.ServiceKey, error) {
 	p := pk(k.Clusterset)
-	deleted := 0
+	var deleted []store.ServiceKey
 	for len(gone) > 0 {
 		n := min(len(gone), maxBatchExports)
 		batch := gone[:n]
@@ -273,7 +273,7 @@ func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []s
 					return deleted, err
 				}
 				if ok {
-					deleted++
+					deleted = append(deleted, g.svc)
 				}
 			}
 			continue
@@ -286,7 +286,9 @@ func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []s
 				st.deleteChunks(ctx, k.Clusterset, g.svc, k.ClusterID, g.old.gen, g.old.chunks)
 			}
 		}
-		deleted += len(batch)
+		for _, g := range batch {
+			deleted = append(deleted, g.svc)
+		}
 	}
 	return deleted, nil
 }

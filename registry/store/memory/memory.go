@@ -251,16 +251,16 @@ func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc stor
 }
 
 // SyncExports implements store.Store.
-func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports []store.Export) ([]store.Export, int, error) {
+func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports []store.Export) ([]store.Export, []store.ServiceKey, error) {
 	s.mu.Lock()
 	if err := abandoned(ctx, "sync exports"); err != nil {
 		s.mu.Unlock()
-		return nil, 0, err
+		return nil, nil, err
 	}
 	cs, err := s.registeredLocked(key)
 	if err != nil {
 		s.mu.Unlock()
-		return nil, 0, fmt.Errorf("sync exports of %s/%s: %w", key.Clusterset, key.ClusterID, err)
+		return nil, nil, fmt.Errorf("sync exports of %s/%s: %w", key.Clusterset, key.ClusterID, err)
 	}
 	// The synced set replaces everything the cluster holds, at once.
 	var after store.Usage
@@ -269,7 +269,7 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 	}
 	if err := s.quota.Check(key, after); err != nil {
 		s.mu.Unlock()
-		return nil, 0, fmt.Errorf("sync exports: %w", err)
+		return nil, nil, fmt.Errorf("sync exports: %w", err)
 	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
 	stored := make([]store.Export, len(exports))
@@ -279,10 +279,10 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 		keep[e.Service] = true
 		changed = append(changed, e.Service)
 	}
-	deleted := 0
+	var deleted []store.ServiceKey
 	for svc := range cs.exports {
 		if !keep[svc] && deleteLocked(cs, svc, key.ClusterID) {
-			deleted++
+			deleted = append(deleted, svc)
 			changed = append(changed, svc)
 		}
 	}

@@ -83,8 +83,8 @@ func testSyncExportsReplacesSet(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("SyncExports: %v", err)
 	}
-	if deleted != 1 || len(stored) != 2 {
-		t.Fatalf("SyncExports = %d stored, %d deleted; want 2, 1", len(stored), deleted)
+	if len(deleted) != 1 || deleted[0] != (store.ServiceKey{Namespace: "dynamo", Name: "old"}) || len(stored) != 2 {
+		t.Fatalf("SyncExports = %d stored, deleted %v; want 2, and a's dynamo/old deleted", len(stored), deleted)
 	}
 	if !sameTime(stored[0].CreateTime, t0) || !sameTime(stored[1].CreateTime, later) {
 		t.Fatalf("SyncExports create times = %v, %v", stored[0].CreateTime, stored[1].CreateTime)
@@ -304,8 +304,8 @@ func testSyncExportsMany(t *testing.T, s store.Store) {
 	// Every third export changes its port; export 7 shrinks back to one endpoint, export 200 grows.
 	second := set(later, func(i int) int32 { return 80 + int32(i%3/2) }, 200)
 	stored, deleted, err := s.SyncExports(ctx, key, second)
-	if err != nil || deleted != 0 || len(stored) != n {
-		t.Fatalf("second SyncExports = %d stored, %d deleted, %v; want %d, 0, nil", len(stored), deleted, err, n)
+	if err != nil || len(deleted) != 0 || len(stored) != n {
+		t.Fatalf("second SyncExports = %d stored, deleted %v, %v; want %d, none, nil", len(stored), deleted, err, n)
 	}
 	for i, e := range stored {
 		if !sameTime(e.CreateTime, t0) {

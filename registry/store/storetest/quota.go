@@ -126,8 +126,8 @@ func testQuotaSyncReplacesFullSet(t *testing.T, newReplicas NewReplicas) {
 		t.Fatal(err)
 	}
 	second := []store.Export{export("prod", "a", "dynamo", "b1", 80, t0), export("prod", "a", "dynamo", "b2", 80, t0), export("prod", "a", "dynamo", "a3", 81, t0)}
-	if _, deleted, err := s.SyncExports(ctx, key, second); err != nil || deleted != 2 {
-		t.Fatalf("a sync replacing a full set: deleted %d, %v; want 2, nil", deleted, err)
+	if _, deleted, err := s.SyncExports(ctx, key, second); err != nil || len(deleted) != 2 {
+		t.Fatalf("a sync replacing a full set: deleted %v, %v; want a1 and a2, nil", deleted, err)
 	}
 	_, _, err := s.SyncExports(ctx, key, append(second, export("prod", "a", "dynamo", "b4", 80, t0)))
 	quotaError(t, err, store.QuotaExports)
