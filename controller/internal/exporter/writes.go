@@ -49,11 +49,39 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	if !a.Put {
 		return a.Ready, a.Conflict, reconcile.Result{RequeueAfter: a.Requeue}, nil
 	}
+	next, failed := r.put(ctx, se, last, a.Content, st.Generation)
+	if failed != nil {
+		return failed.ready, unknownConflict, reconcile.Result{}, failed.err
+	}
+	r.mu.Lock()
+	r.sent[key] = next
+	r.mu.Unlock()
+	// The watch may already show the write: read the import again.
+	imp = r.Imports.Get(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
+	v := verdict(next, imp, r.ClusterID, r.now(), LimitRetry)
+	if v.Requeue == 0 {
+		v.Requeue = a.Requeue
+	}
+	return v.Ready, v.Conflict, reconcile.Result{RequeueAfter: v.Requeue}, nil
+}
+
+// putFailed is a put the registry did not settle: Ready says why, and err (when set) is
+// retried.
+type putFailed struct {
+	ready metav1.Condition
+	err   error
+}
+
+// put sends content with PutExport and returns what the registry's answer makes the
+// export's record: accepted, rejected (INVALID_ARGUMENT) or over a limit
+// (RESOURCE_EXHAUSTED), each with its ExportFailed Event once per message; or, when the
+// registry did not hold the cluster's lease or did not answer, no record and why.
+func (r *Reconciler) put(ctx context.Context, se *mcsv1beta1.ServiceExport, last *sent, content *registryv1.ExportContent, generation int64) (*sent, *putFailed) {
 	var resp *registryv1.PutExportResponse
-	err = r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		var err error
 		resp, err = c.PutExport(ctx, &registryv1.PutExportRequest{
-			Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: a.Content.Service, Spec: a.Content.Spec, EndpointGroups: a.Content.EndpointGroups,
+			Clusterset: r.Clusterset, ClusterId: r.ClusterID, Service: content.Service, Spec: content.Spec, EndpointGroups: content.EndpointGroups,
 		})
 		return err
 	})
@@ -69,23 +97,23 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 	}
 	switch code {
 	case codes.OK:
-		last = &sent{content: a.Content, generation: st.Generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}
+		return &sent{content: content, generation: generation, verdict: resp.GetVerdict(), written: resp.GetExport().GetUpdateTime().AsTime(), at: r.now()}, nil
 	case codes.InvalidArgument:
 		msg := status.Convert(err).Message()
 		if last == nil || last.rejected != msg {
 			r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry rejected the export: %s", msg)
 		}
-		last = &sent{content: a.Content, generation: st.Generation, rejected: msg, at: r.now()}
+		return &sent{content: content, generation: generation, rejected: msg, at: r.now()}, nil
 	case codes.ResourceExhausted:
 		msg := status.Convert(err).Message()
 		if last == nil || last.overLimit != msg {
 			r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, EventExportFailed, "Export", "the registry refused the export: %s", msg)
 		}
-		last = &sent{content: a.Content, generation: st.Generation, overLimit: msg, at: r.now()}
+		return &sent{content: content, generation: generation, overLimit: msg, at: r.now()}, nil
 	case codes.FailedPrecondition:
 		r.Session.Lost()
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
-			"the registry does not hold the cluster's lease; registering again"), unknownConflict, reconcile.Result{}, nil
+		return nil, &putFailed{ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, ReasonClusterLeaseExpired,
+			"the registry does not hold the cluster's lease; registering again")}
 	default:
 		msg := "the registry did not answer; retrying"
 		if throttled {
@@ -94,19 +122,9 @@ func (r *Reconciler) export(ctx context.Context, key types.NamespacedName, se *m
 		if hint := registryclient.Diagnose(err); hint != "" {
 			msg += ": " + hint
 		}
-		return cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending),
-			msg), unknownConflict, reconcile.Result{}, fmt.Errorf("put export %s: %w", key, err)
+		return nil, &putFailed{ready: cond(mcsv1beta1.ServiceExportConditionReady, metav1.ConditionUnknown, string(mcsv1beta1.ServiceExportReasonPending), msg),
+			err: fmt.Errorf("put export %s/%s: %w", se.Namespace, se.Name, err)}
 	}
-	r.mu.Lock()
-	r.sent[key] = last
-	r.mu.Unlock()
-	// The watch may already show the write: read the import again.
-	imp = r.Imports.Get(types.NamespacedName{Namespace: key.Namespace, Name: key.Name})
-	v := verdict(last, imp, r.ClusterID, r.now(), LimitRetry)
-	if v.Requeue == 0 {
-		v.Requeue = a.Requeue
-	}
-	return v.Ready, v.Conflict, reconcile.Result{RequeueAfter: v.Requeue}, nil
 }
 
 // deleteExport removes the export from the registry when this process sent it, or when it
