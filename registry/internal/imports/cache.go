@@ -244,16 +244,21 @@ func (c *Cache) Replication() (string, map[string]time.Duration) {
 }
 
 // Judge returns the verdict on a cluster's lease now, as this replica's imports apply it
-// (from the verdict they were last computed with, when its clusterset is loaded).
+// (from the verdict they were last computed with, when its clusterset is loaded). Every
+// write asks it: the clusterset's lock, which its merges hold, is taken only for a lease
+// the replication hold may keep, whose verdict depends on the one before.
 func (c *Cache) Judge(cl store.Cluster) lease.Verdict {
+	r := c.replication()
 	var prev registryv1.LeaseState
-	c.mu.Lock()
-	s := c.sets[cl.Clusterset]
-	c.mu.Unlock()
-	if s != nil {
-		s.mu.Lock()
-		prev = s.leases[cl.ClusterID].State
-		s.mu.Unlock()
+	if r.MayHold(cl) {
+		c.mu.Lock()
+		s := c.sets[cl.Clusterset]
+		c.mu.Unlock()
+		if s != nil {
+			s.mu.Lock()
+			prev = s.leases[cl.ClusterID].State
+			s.mu.Unlock()
+		}
 	}
-	return lease.Judge(cl, c.now(), c.replication(), prev)
+	return lease.Judge(cl, c.now(), r, prev)
 }

@@ -74,6 +74,13 @@ func Judge(c store.Cluster, now time.Time, r Replication, prev registryv1.LeaseS
 	return Verdict{State: registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION, Until: until, Region: c.RenewRegion, Lag: lag}
 }
 
+// MayHold reports whether c's lease may be held while replication lags (its verdict then
+// depends on the verdict before); otherwise Judge needs no previous state.
+func (r Replication) MayHold(c store.Cluster) bool {
+	_, ok := r.holdingLag(c)
+	return ok
+}
+
 // holdingLag returns the lag measured from the region of c's last renewal, and whether a
 // lease renewed there may be held: another region, heard from, with a hold.
 func (r Replication) holdingLag(c store.Cluster) (time.Duration, bool) {

@@ -71,6 +71,15 @@ func TestJudge(t *testing.T) {
 			if tc.want == held && (v.Region != tc.c.RenewRegion || v.Lag != tc.r.Lag[tc.c.RenewRegion]) {
 				t.Fatalf("held by %s/%v, want %s/%v", v.Region, v.Lag, tc.c.RenewRegion, tc.r.Lag[tc.c.RenewRegion])
 			}
+			// MayHold: where it says no, the verdict before changes nothing (a write's check
+			// then reads no previous state).
+			if !tc.r.MayHold(tc.c) {
+				for _, prev := range []registryv1.LeaseState{0, active, held, expired} {
+					if w := Judge(tc.c, t0.Add(tc.at), tc.r, prev); w != v {
+						t.Fatalf("MayHold is false, yet the verdict after %v is %+v, not %+v", prev, w, v)
+					}
+				}
+			}
 		})
 	}
 }
