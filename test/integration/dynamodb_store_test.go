@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,4 +119,90 @@ func TestOrphanedChunksSwept(t *testing.T) {
 	if !exists(young) || !exists(earlier) {
 		t.Errorf("a young chunk (a write in flight) and one without a write time must stay: %v, %v", exists(young), exists(earlier))
 	}
+}
+
+// TestDynamoDBQuotaRefusalCostsNoIO: an export, or a synced set, past a quota on its own is
+// refused by the store before it reads or writes the table — no prior read, no chunk items
+// written and deleted again — so a cluster that keeps sending one costs DynamoDB nothing.
+// (The count is the store's capacity report; a write within the quota shows it counts.)
+func TestDynamoDBQuotaRefusalCostsNoIO(t *testing.T) {
+	ctx := context.Background()
+	d := harness.StartDynamoDB(t)
+	table := harness.TableName(t)
+	if _, err := dynamostore.CreateTable(ctx, d.Client(), table); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ops []string
+	st := dynamostore.New(dynamostore.Options{Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table,
+		Quota: store.Quota{Endpoints: 100},
+		Capacity: func(op string, _ float64) {
+			mu.Lock()
+			ops = append(ops, op)
+			mu.Unlock()
+		}})
+	taken := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := ops
+		ops = nil
+		return out
+	}
+	now := time.Now()
+	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", Region: "us-east-1", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	export := func(name string, n int) store.Export {
+		var eps []*registryv1.Endpoint
+		for i := range n {
+			eps = append(eps, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)},
+				Hostname: fmt.Sprintf("replica-%05d-of-a-large-inference-pool", i), Conditions: &registryv1.EndpointConditions{Ready: proto.Bool(true)}})
+		}
+		return store.Export{Clusterset: "prod", ClusterID: "use1-a", Service: store.ServiceKey{Namespace: "dynamo", Name: name},
+			Spec:           &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}},
+			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}}, Endpoints: eps}},
+			CreateTime:     now, UpdateTime: now}
+	}
+	taken()
+	if _, err := st.PutExport(ctx, export("small", 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := taken(); len(got) == 0 {
+		t.Fatal("a write within the quota reported no DynamoDB call: the count below would prove nothing")
+	}
+	// 6,000 endpoints: past the quota of 100, and past the inline limit (chunks).
+	if _, err := st.PutExport(ctx, export("big", 6000)); !errors.Is(err, store.ErrQuotaExceeded) {
+		t.Fatalf("PutExport past the quota: %v, want ErrQuotaExceeded", err)
+	}
+	if got := taken(); len(got) > 0 {
+		t.Errorf("PutExport past the quota on its own called DynamoDB: %v", got)
+	}
+	if _, _, err := st.SyncExports(ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "use1-a"}, []store.Export{export("small", 60), export("other", 60)}); !errors.Is(err, store.ErrQuotaExceeded) {
+		t.Fatalf("SyncExports past the quota: %v, want ErrQuotaExceeded", err)
+	}
+	if got := taken(); len(got) > 0 {
+		t.Errorf("SyncExports past the quota called DynamoDB: %v", got)
+	}
+	if n := countEndpoints(t, st, "small"); n != 10 {
+		t.Errorf("after the refusals, small has %d endpoints, want the 10 it had", n)
+	}
+}
+
+// countEndpoints is how many endpoints the store holds in use1-a's export of dynamo/name.
+func countEndpoints(t *testing.T, st store.Store, name string) int {
+	t.Helper()
+	exports, err := st.ListExports(context.Background(), "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range exports {
+		if e.Service.Name == name && e.ClusterID == "use1-a" {
+			n := 0
+			for _, g := range e.EndpointGroups {
+				n += len(g.GetEndpoints())
+			}
+			return n
+		}
+	}
+	return -1
 }

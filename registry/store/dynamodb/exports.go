@@ -193,6 +193,11 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	if err != nil {
 		return store.Export{}, err
 	}
+	// An export past a quota on its own is refused before any read or chunk write: the
+	// cluster's usage after the write is at least its weight.
+	if err := st.quota.Check(e.ClusterKey(), enc.weight); err != nil {
+		return store.Export{}, fmt.Errorf("put export %s: %w", e.Service, err)
+	}
 	// What the table holds now: its chunks go after the write, and its create time is the
 	// export's (written once). A first write racing another replica's first write of the
 	// same export may answer its own create time; the table keeps the first.

@@ -91,6 +91,15 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 // The set is not one transaction (it may exceed DynamoDB's 100-item limit), so a failure
 // part way leaves some written, and the caller retries the whole set.
 func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []store.Export) ([]store.Export, []store.ServiceKey, error) {
+	// The synced set replaces everything the cluster holds, so its weight is the cluster's
+	// usage after it: refused whole when it is past a quota, before any read or change.
+	var after store.Usage
+	for _, e := range exports {
+		after = after.Add(store.Weight(e.Spec, e.EndpointGroups))
+	}
+	if err := st.quota.Check(k, after); err != nil {
+		return nil, nil, fmt.Errorf("sync exports: %w", err)
+	}
 	if _, err := st.GetCluster(ctx, k); err != nil {
 		return nil, nil, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
 	}
@@ -118,9 +127,6 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	for _, e := range exports {
 		keep[e.Service] = true
 	}
-	// The synced set replaces everything the cluster holds: refused whole when it is past
-	// a quota, before anything changes.
-	var after store.Usage
 	stored := make([]store.Export, len(exports))
 	var chunked, inline []syncWrite
 	for i, e := range exports {
@@ -128,7 +134,6 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		if err != nil {
 			return nil, nil, err
 		}
-		after = after.Add(enc.weight)
 		h, had := mine[e.Service]
 		if had && bytes.Equal(h.sum, enc.sum) {
 			// Unchanged: nothing to write; the result is what the table holds.
@@ -146,9 +151,6 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 			continue
 		}
 		inline = append(inline, w)
-	}
-	if err := st.quota.Check(k, after); err != nil {
-		return nil, nil, fmt.Errorf("sync exports: %w", err)
 	}
 	// The deletes first, under one fence raised before them (the writes after it are
 	// newer), so the cluster's usage drops before the writes add to it: a set within the
