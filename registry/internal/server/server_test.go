@@ -196,13 +196,15 @@ func TestWatchDeltasAndPages(t *testing.T) {
 // TestWritesFollowTheImportsLeaseRule: a write is taken exactly while the imports count
 // the cluster's lease (the one rule, lease.Judge through the cache): at its expiry by the
 // cache's clock, PutExport, DeleteExport and SyncExports are refused with "register
-// again".
+// again"; a cluster whose lease was renewed through another region, held while
+// replication from there lags, still writes.
 func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var skew time.Duration // how far the cache's clock runs ahead
 	st := memory.New()
-	cache := imports.New(imports.Options{Store: st, Now: func() time.Time { return time.Now().Add(skew) }})
+	cache := imports.New(imports.Options{Store: st, Now: func() time.Time { return time.Now().Add(skew) },
+		Leases: imports.LeaseOptions{Region: "r", Hold: 2 * time.Minute, Lag: func() map[string]time.Duration { return map[string]time.Duration{"elsewhere": time.Minute} }}})
 	go func() { _ = cache.Run(ctx) }()
 	svc := New(Options{Store: st, Cache: cache})
 	if _, err := svc.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "a", Region: "r", LeaseDuration: durationpb.New(time.Minute)}); err != nil {
@@ -228,5 +230,20 @@ func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
 		if err := write(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "register again") {
 			t.Errorf("%s past the lease: %v, want FAILED_PRECONDITION saying register again", name, err)
 		}
+	}
+	// Renewed through another region a minute late: held for that lag past its expiry.
+	now := time.Now()
+	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "h", Region: "elsewhere", RenewRegion: "elsewhere",
+		LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	skew = time.Minute + time.Second
+	held := export("one", 80, "10.0.0.9")
+	held.ClusterId = "h"
+	if v := cache.Judge(store.Cluster{ClusterID: "h", Clusterset: "prod", RenewRegion: "elsewhere", LeaseDuration: time.Minute, RenewTime: now}); v.State != registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION {
+		t.Fatalf("cluster h past its lease: %v, want held", v.State)
+	}
+	if _, err := svc.PutExport(ctx, held); err != nil {
+		t.Errorf("PutExport of a held cluster: %v, want it taken", err)
 	}
 }
