@@ -179,46 +179,6 @@ type Unreadable struct {
 	Reason string
 }
 
-// ChangeKind says what a Change is about.
-type ChangeKind int
-
-const (
-	// ChangeCluster means a cluster was registered, renewed or deleted.
-	ChangeCluster ChangeKind = iota + 1
-	// ChangeExport means an export was written or deleted.
-	ChangeExport
-	// ChangeResync means changes may have been missed (for example a change feed restarted);
-	// the receiver reloads the clusterset, or everything when Clusterset is empty.
-	ChangeResync
-)
-
-// Change tells that a fact changed. An export change names the changed Services and, when
-// Known, the cluster's exports of them after the change (keys and update times certain,
-// endpoints not always): a receiver that needs the endpoints reads the store. A cluster
-// change may carry the cluster's new state, saving that read.
-type Change struct {
-	Kind       ChangeKind
-	Clusterset string
-	ClusterID  string
-	Service    ServiceKey
-	// Services, when set (ChangeExport only), are several Services one write changed
-	// together (a SyncExports); Service is then unset. A receiver applies them as one step,
-	// so a watcher sees all of a cluster's synced exports or none of them.
-	Services []ServiceKey
-	// Known (ChangeExport only): Exports are the cluster's exports of the changed Services
-	// after the change, and a changed Service absent from them is one whose export by the
-	// cluster is gone. A receiver that already applied the write (the replica that made
-	// it) can then tell its echo from news without reading the store. Only the exports'
-	// keys and UpdateTime are certain (the dynamodb store's stream records carry no
-	// endpoint chunks).
-	Known   bool
-	Exports []Export
-	// Cluster is the cluster after the change, when known (ChangeCluster only).
-	Cluster *Cluster
-	// Deleted: the cluster was deleted (ChangeCluster only).
-	Deleted bool
-}
-
 // Store is the registry's storage. Every method is safe for concurrent use; every
 // read-modify-write is atomic in the store, also across registry replicas sharing it.
 type Store interface {

@@ -132,7 +132,7 @@ func benchFanout(b *testing.B, f Filter) {
 		if _, err := st.PutExport(ctx, e); err != nil {
 			b.Fatal(err)
 		}
-		if err := cache.RefreshService(ctx, "prod", e.Service); err != nil {
+		if err := cache.Apply(ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: e.Service}); err != nil {
 			b.Fatal(err)
 		}
 		wg.Wait()

@@ -3,11 +3,12 @@
 // the go-control-plane sense: the store holds facts, this package holds derived snapshots,
 // and the server only speaks the protocol.
 //
-// The cache learns of changes three ways: the server refreshes what it has just written
-// (read-your-writes on one replica), the store's change feed reports writes of other
-// replicas, and a timer fires when a lease expires (or a held lease is due to be judged
-// again), because an import is a function of the facts, the current time and the
-// replication lag measured from each region.
+// Changes reach the cache one way, as a store.Change given to Apply: the store's change
+// feed reports every replica's writes, and the server gives it each of its own writes'
+// results before it answers (read-your-writes on one replica). Besides, a timer fires when
+// a lease expires (or a held lease is due to be judged again), because an import is a
+// function of the facts, the current time and the replication lag measured from each
+// region.
 package imports
 
 import (
@@ -119,43 +120,9 @@ func (c *Cache) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe to store changes: %w", err)
 	}
 	for ch := range changes {
-		c.Apply(ctx, ch)
+		_ = c.Apply(ctx, ch) // logged; the clusterset reloads on its next use
 	}
 	return ctx.Err()
-}
-
-// Apply refreshes what a store change touched, in clustersets already loaded.
-func (c *Cache) Apply(ctx context.Context, ch store.Change) {
-	var err error
-	switch ch.Kind {
-	case store.ChangeCluster:
-		switch {
-		case ch.Deleted:
-			c.SetCluster(ch.Clusterset, ch.ClusterID, nil)
-		case ch.Cluster != nil:
-			c.SetCluster(ch.Clusterset, ch.ClusterID, ch.Cluster)
-		default:
-			err = c.RefreshCluster(ctx, ch.Clusterset, ch.ClusterID)
-		}
-	case store.ChangeExport:
-		keys := ch.Services
-		if len(keys) == 0 {
-			keys = []store.ServiceKey{ch.Service}
-		}
-		if ch.Known {
-			// The echo of a write this replica applied already costs nothing.
-			keys = c.unapplied(ch.Clusterset, ch.ClusterID, keys, ch.Exports)
-		}
-		if len(keys) > 0 {
-			err = c.RefreshServices(ctx, ch.Clusterset, keys)
-		}
-	case store.ChangeResync:
-		err = c.Resync(ctx, ch.Clusterset)
-	}
-	if err != nil {
-		c.log.Warn("applying store change failed; the clusterset reloads on its next use", "clusterset", ch.Clusterset, "error", err)
-		c.drop(ch.Clusterset)
-	}
 }
 
 // Close stops the cache's lease timers and ends every watch.

@@ -49,7 +49,7 @@ func (f *fixture) register(id string, lease time.Duration) {
 	if _, err := f.st.RegisterCluster(f.ctx, store.Cluster{Clusterset: "prod", ClusterID: id, LeaseDuration: lease, RegisterTime: now, RenewTime: now}); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.cache.RefreshCluster(f.ctx, "prod", id); err != nil {
+	if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeCluster, Clusterset: "prod", ClusterID: id}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -65,7 +65,7 @@ func (f *fixture) put(id, name string, port int32) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+	if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -119,7 +119,7 @@ func TestWatchSnapshotThenDeltas(t *testing.T) {
 	if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, store.ServiceKey{Namespace: "dynamo", Name: "one"}); err != nil {
 		t.Fatal(err)
 	}
-	_ = f.cache.RefreshService(f.ctx, "prod", store.ServiceKey{Namespace: "dynamo", Name: "one"})
+	_ = f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: store.ServiceKey{Namespace: "dynamo", Name: "one"}})
 	d = f.next(w)
 	if len(d.GetUpserts()) != 0 || len(d.GetDeletes()) != 1 || d.GetDeletes()[0].GetName() != "one" || d.GetRevision() != rev+1 {
 		t.Fatalf("delta = %v, want only delete one at revision %d", d, rev+1)
@@ -240,7 +240,7 @@ func TestFilter(t *testing.T) {
 	if _, err := f.st.PutExport(f.ctx, store.Export{Clusterset: "prod", ClusterID: "a", Service: k, Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_HEADLESS}}); err != nil {
 		t.Fatal(err)
 	}
-	_ = f.cache.RefreshService(f.ctx, "prod", k)
+	_ = f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k})
 	snap, _ := f.cache.List(f.ctx, "prod", Filter{Namespace: "dynamo"})
 	if fmt.Sprint(names(snap.Imports)) != "[svc]" {
 		t.Fatalf("namespace filter = %v", names(snap.Imports))

@@ -154,21 +154,21 @@ func TestClusterDeltasFollowTheImports(t *testing.T) {
 			if _, err := f.st.PutExport(f.ctx, e); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+			if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 				t.Fatal(err)
 			}
 		case op < 9:
 			if _, err := f.st.DeleteExport(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: id}, k); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+			if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 				t.Fatal(err)
 			}
 		default:
 			if _, err := f.st.DeleteCluster(f.ctx, store.ClusterKey{Clusterset: "prod", ClusterID: id}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.cache.RefreshCluster(f.ctx, "prod", id); err != nil {
+			if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeCluster, Clusterset: "prod", ClusterID: id}); err != nil {
 				t.Fatal(err)
 			}
 			f.register(id, time.Hour)
@@ -226,7 +226,7 @@ func TestDeltaHoldsOnlyTheChangedCluster(t *testing.T) {
 	if _, err := f.st.PutExport(f.ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+	if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 		t.Fatal(err)
 	}
 	m := f.next(w)

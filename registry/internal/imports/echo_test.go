@@ -2,6 +2,7 @@ package imports
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,11 +23,13 @@ func (s countedReads) ListServiceExports(ctx context.Context, cs string, k store
 	return s.Store.ListServiceExports(ctx, cs, k)
 }
 
-// TestEchoCostsNothing: the change feed's echo of a write this replica applied already
-// (from a put's result, or by reading a sync back) costs neither a store read nor a merge;
-// an echo that arrives first is applied (one read), and the write's own result after it
-// merges nothing; a change the cache does not hold (another writer's delete) is read and
-// applied. The feed is not run: each echo is handed to Apply, so the order is the test's.
+// TestEchoCostsNothing: a write's own result is applied without a read, and the change
+// feed's echo of a write this replica applied already costs neither a store read nor a
+// merge, whether it carries the write whole (the memory store's feed) or only its keys and
+// times (the dynamodb store's stream); an echo that arrives first is applied (one read),
+// and the write's own result after it merges nothing; a change the cache does not hold
+// (another writer's delete) is read and applied. The feed is not run: each change is
+// handed to Apply, so the order is the test's.
 func TestEchoCostsNothing(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
@@ -46,8 +49,15 @@ func TestEchoCostsNothing(t *testing.T) {
 			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}}}
 	}
 	router, pool := store.ServiceKey{Namespace: "dynamo", Name: "router"}, store.ServiceKey{Namespace: "dynamo", Name: "pool"}
+	apply := func(ch store.Change) {
+		t.Helper()
+		if err := c.Apply(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
 	echo := func(services []store.ServiceKey, after ...store.Export) {
-		c.Apply(ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", ClusterID: "use1-a", Services: services, Known: true, Exports: after})
+		t.Helper()
+		apply(store.Change{Kind: store.ChangeExport, Clusterset: "prod", ClusterID: "use1-a", Services: services, Known: true, Exports: after})
 	}
 	cost := func(what string, wantReads, wantMerges int64) {
 		t.Helper()
@@ -62,10 +72,12 @@ func TestEchoCostsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ApplyPut("prod", e)
+	apply(store.ExportPut(e))
 	cost("a put applied from its result", 0, 1)
 	echo([]store.ServiceKey{router}, e)
 	cost("its echo", 0, 0)
+	apply(store.ExportPut(e))
+	cost("its whole echo", 0, 0)
 
 	e, err = st.PutExport(ctx, export("router", now.Add(2*time.Millisecond)))
 	if err != nil {
@@ -73,7 +85,7 @@ func TestEchoCostsNothing(t *testing.T) {
 	}
 	echo([]store.ServiceKey{router}, e)
 	cost("an echo before the put's result", 1, 1)
-	c.ApplyPut("prod", e)
+	apply(store.ExportPut(e))
 	cost("the put's result after its echo", 0, 0)
 
 	at := now.Add(3 * time.Millisecond)
@@ -81,10 +93,8 @@ func TestEchoCostsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RefreshServices(ctx, "prod", []store.ServiceKey{router, pool}); err != nil {
-		t.Fatal(err)
-	}
-	cost("a sync read back", 2, 2)
+	apply(store.ExportsSynced(cluster, stored, nil))
+	cost("a sync applied from its result", 0, 2)
 	echo([]store.ServiceKey{router, pool}, stored...)
 	cost("its echo", 0, 0)
 
@@ -98,4 +108,65 @@ func TestEchoCostsNothing(t *testing.T) {
 	}
 	echo([]store.ServiceKey{pool})
 	cost("the delete's echo once applied", 0, 0)
+
+	stored, deleted, err := st.SyncExports(ctx, cluster, []store.Export{export("pool", now.Add(4*time.Millisecond))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(store.ExportsSynced(cluster, stored, deleted))
+	cost("a sync that deletes an export the cache holds (one read) and adds one", 1, 2)
+	if imp, err := c.Import(ctx, "prod", router); err != nil || imp != nil {
+		t.Fatalf("the export the sync deleted is still imported: %v %v", imp, err)
+	}
+}
+
+// failingReads fails every read of one Service's exports while fail is set.
+type failingReads struct {
+	*memory.Store
+	fail *atomic.Bool
+}
+
+func (s failingReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
+	if s.fail.Load() {
+		return nil, errors.New("the table is unreachable")
+	}
+	return s.Store.ListServiceExports(ctx, cs, k)
+}
+
+// TestFailedApplyReloads: a change the cache cannot apply (its read fails) is an error,
+// and the next read of the clusterset loads it from the store again, so no answer comes
+// from the import the change should have replaced.
+func TestFailedApplyReloads(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	var fail atomic.Bool
+	c := New(Options{Store: failingReads{st, &fail}})
+	now := time.Now()
+	cluster := store.ClusterKey{Clusterset: "prod", ClusterID: "use1-a"}
+	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	k := store.ServiceKey{Namespace: "dynamo", Name: "router"}
+	e, err := st.PutExport(ctx, store.Export{Clusterset: "prod", ClusterID: "use1-a", Service: k, CreateTime: now, UpdateTime: now,
+		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, store.ExportPut(e)); err != nil {
+		t.Fatal(err)
+	}
+	if imp, err := c.Import(ctx, "prod", k); err != nil || imp == nil {
+		t.Fatalf("import before the delete: %v %v", imp, err)
+	}
+	if _, err := st.DeleteExport(ctx, cluster, k); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	if err := c.Apply(ctx, store.ExportDeleted(cluster, k)); err == nil {
+		t.Fatal("a change whose read failed was applied without an error")
+	}
+	fail.Store(false)
+	if imp, err := c.Import(ctx, "prod", k); err != nil || imp != nil {
+		t.Fatalf("after a failed change the cache still answers with the deleted export's import: %v %v", imp, err)
+	}
 }

@@ -58,7 +58,7 @@ func TestHeldLease(t *testing.T) {
 				RegisterTime: now, RenewTime: now, RenewRegion: "east"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.cache.RefreshCluster(f.ctx, "prod", "b"); err != nil {
+			if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeCluster, Clusterset: "prod", ClusterID: "b"}); err != nil {
 				t.Fatal(err)
 			}
 			f.put("a", "svc", 80)
@@ -118,7 +118,7 @@ func TestSteadyLagSteadyState(t *testing.T) {
 			RegisterTime: now, RenewTime: now.Add(-age), RenewRegion: "east"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.cache.RefreshCluster(f.ctx, "prod", "b"); err != nil {
+		if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeCluster, Clusterset: "prod", ClusterID: "b"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ func TestSnapshotPagedByBytes(t *testing.T) {
 				ExportedAnnotations: annotations}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+		if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 			t.Fatal(err)
 		}
 	}

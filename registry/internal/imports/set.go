@@ -337,7 +337,7 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, know
 		if !ok {
 			held = s.exports[k]
 		}
-		if p, ok := placedAll(held, byService[k]); ok {
+		if p, ok := placed(held, byService[k]); ok {
 			if _, seen := next[k]; !seen {
 				order = append(order, k)
 			}

@@ -23,7 +23,7 @@ func TestEchoCostsNoMerge(t *testing.T) {
 	before := merges.Load()
 	k := store.ServiceKey{Namespace: "dynamo", Name: "one"}
 	for range 5 {
-		if err := f.cache.RefreshService(f.ctx, "prod", k); err != nil {
+		if err := f.cache.Apply(f.ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: k}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,9 +75,9 @@ func TestWatchersShareMessages(t *testing.T) {
 	}
 }
 
-// TestApplyPutKeepsNewer: a write's own result applied to the cache replaces an older
+// TestWholeWriteKeepsNewer: a write's own result applied to the cache replaces an older
 // entry of the same cluster, and never a newer one that reached the cache first.
-func TestApplyPutKeepsNewer(t *testing.T) {
+func TestWholeWriteKeepsNewer(t *testing.T) {
 	f := newFixture(t, 0)
 	f.register("a", time.Minute)
 	if _, err := f.cache.List(f.ctx, "prod", Filter{}); err != nil { // loads the clusterset
@@ -89,6 +89,12 @@ func TestApplyPutKeepsNewer(t *testing.T) {
 		return store.Export{Clusterset: "prod", ClusterID: "a", Service: k, CreateTime: at, UpdateTime: when,
 			Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Port: port}}}}
 	}
+	put := func(e store.Export) {
+		t.Helper()
+		if err := f.cache.Apply(f.ctx, store.ExportPut(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	port := func() int32 {
 		imp, err := f.cache.Import(f.ctx, "prod", k)
 		if err != nil || imp == nil {
@@ -96,15 +102,15 @@ func TestApplyPutKeepsNewer(t *testing.T) {
 		}
 		return imp.GetSpec().GetPorts()[0].GetPort()
 	}
-	f.cache.ApplyPut("prod", export(80, at.Add(time.Second)))
+	put(export(80, at.Add(time.Second)))
 	if got := port(); got != 80 {
 		t.Fatalf("port %d after the first write, want 80", got)
 	}
-	f.cache.ApplyPut("prod", export(81, at)) // older than what is held
+	put(export(81, at)) // older than what is held
 	if got := port(); got != 80 {
 		t.Fatalf("an older write replaced a newer one: port %d", got)
 	}
-	f.cache.ApplyPut("prod", export(82, at.Add(2*time.Second)))
+	put(export(82, at.Add(2*time.Second)))
 	if got := port(); got != 82 {
 		t.Fatalf("a newer write was not applied: port %d", got)
 	}
@@ -128,7 +134,7 @@ func TestInventory(t *testing.T) {
 	f.put("a", "two", 80)
 	f.put("c", "three", 80)
 	f.clk.Add(30 * time.Second) // c's lease expires: its export leaves the imports
-	if err := f.cache.Resync(f.ctx, "prod"); err != nil {
+	if err := f.cache.Apply(f.ctx, store.Resync("prod")); err != nil {
 		t.Fatal(err)
 	}
 	want := Inventory{Clusterset: "prod", ActiveClusters: 2, ExpiredClusters: 1, Exports: 4, Imports: 2, Conflicts: 1}

@@ -63,7 +63,7 @@ func (s *Server) RegisterCluster(ctx context.Context, req *registryv1.RegisterCl
 	if err != nil {
 		return nil, s.storeError("register cluster", err)
 	}
-	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
+	s.apply(ctx, store.ClusterWritten(c))
 	s.log.Info("cluster registered", "clusterset", c.Clusterset, "cluster", c.ClusterID, "region", c.Region, "lease", lease)
 	return &registryv1.RegisterClusterResponse{Cluster: clusterProto(c, s.cache.Judge(c))}, nil
 }
@@ -80,7 +80,7 @@ func (s *Server) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReque
 	if err != nil {
 		return nil, s.storeError("renew lease", err)
 	}
-	s.cache.SetCluster(c.Clusterset, c.ClusterID, &c)
+	s.apply(ctx, store.ClusterWritten(c))
 	return &registryv1.RenewLeaseResponse{Cluster: clusterProto(c, s.cache.Judge(c))}, nil
 }
 
@@ -145,9 +145,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *registryv1.DeleteCluste
 	if err != nil {
 		return nil, s.storeError("delete cluster", err)
 	}
-	if err := s.cache.Resync(ctx, key.Clusterset); err != nil {
-		s.log.Warn("refreshing imports after a cluster deletion failed", "clusterset", key.Clusterset, "error", err)
-	}
+	s.apply(ctx, store.Resync(key.Clusterset))
 	s.log.Info("cluster deleted", "clusterset", key.Clusterset, "cluster", key.ClusterID, "exports", n)
 	return &registryv1.DeleteClusterResponse{DeletedExports: int32(n)}, nil //nolint:gosec // G115: at most --max-exports-per-cluster.
 }

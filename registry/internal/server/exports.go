@@ -13,10 +13,11 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
 )
 
-func (s *Server) refreshService(ctx context.Context, clusterset string, k store.ServiceKey) {
-	if err := s.cache.RefreshService(ctx, clusterset, k); err != nil {
-		s.log.Warn("refreshing an import after an export write failed", "clusterset", clusterset, "service", k, "error", err)
-	}
+// apply gives the cache a write's change, made from the write's result, before the write
+// is answered (read-your-writes). A change the cache could not apply is logged by it, and
+// its clusterset reloads on the next read, so the answer never comes from a stale import.
+func (s *Server) apply(ctx context.Context, ch store.Change) {
+	_ = s.cache.Apply(ctx, ch)
 }
 
 func serviceKey(k *registryv1.ServiceKey) store.ServiceKey {
@@ -52,7 +53,7 @@ func (s *Server) PutExport(ctx context.Context, req *registryv1.PutExportRequest
 	if err != nil {
 		return nil, s.storeError("put export", err)
 	}
-	s.cache.ApplyPut(key.Clusterset, e)
+	s.apply(ctx, store.ExportPut(e))
 	imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)
 	if err != nil {
 		return nil, s.storeError("read import", err)
@@ -96,7 +97,9 @@ func (s *Server) DeleteExport(ctx context.Context, req *registryv1.DeleteExportR
 	if err != nil {
 		return nil, s.storeError("delete export", err)
 	}
-	s.refreshService(ctx, key.Clusterset, svc)
+	// Applied also when the store found nothing: a cache that holds the export (a change
+	// it missed) reads the store and lets it go.
+	s.apply(ctx, store.ExportDeleted(key, svc))
 	return &registryv1.DeleteExportResponse{Deleted: ok}, nil
 }
 
@@ -148,14 +151,10 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	if err != nil {
 		return nil, s.storeError("sync exports", err)
 	}
-	// Applied as the changes it makes, in one step, from the store's own result: the
-	// exports it holds now and the Services whose export it deleted (only those are read).
-	// Its cost follows the caller's exports, not the clusterset's, and many clusters' syncs
-	// at once (a registry restart) merge each Service once per group commit, not once per
-	// sync.
-	if err := s.cache.ApplySync(ctx, key.Clusterset, stored, deleted); err != nil {
-		s.log.Warn("refreshing imports after a sync failed", "clusterset", key.Clusterset, "error", err)
-	}
+	// Applied in one step from the store's own result: the exports it holds now, and the
+	// Services whose export it deleted (only those are read). Its cost follows the caller's
+	// exports, not the clusterset's.
+	s.apply(ctx, store.ExportsSynced(key, stored, deleted))
 	resp := &registryv1.SyncExportsResponse{DeletedExports: int32(len(deleted))} //nolint:gosec // G115: at most --max-exports-per-cluster.
 	for _, e := range exports {
 		imp, err := s.cache.Import(ctx, key.Clusterset, e.Service)

@@ -39,11 +39,7 @@ type Server struct {
 // merged imports and the watches it serves, and the writes it must show at once. Declared
 // here, where it is used, so the cache can change without the server, and the other way.
 type Cache interface {
-	SetCluster(clusterset, clusterID string, cl *store.Cluster)
-	Resync(ctx context.Context, clusterset string) error
-	RefreshService(ctx context.Context, clusterset string, k store.ServiceKey) error
-	ApplyPut(clusterset string, e store.Export)
-	ApplySync(ctx context.Context, clusterset string, written []store.Export, gone []store.ServiceKey) error
+	Apply(ctx context.Context, ch store.Change) error
 	Import(ctx context.Context, clusterset string, k store.ServiceKey) (*registryv1.ServiceImport, error)
 	List(ctx context.Context, clusterset string, f imports.Filter) (imports.Snapshot, error)
 	Watch(ctx context.Context, clusterset string, f imports.Filter, pageSize int, resumeEpoch string, resumeRevision int64) (*imports.Watcher, error)

@@ -204,7 +204,7 @@ func keyString(keys map[string]streamtypes.AttributeValue, k string) string {
 }
 
 func (st *Store) resync(ctx context.Context) {
-	st.feed.Publish(store.Change{Kind: store.ChangeResync})
+	st.feed.Publish(store.Resync(""))
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Second):

@@ -64,7 +64,7 @@ func (s *Store) RegisterCluster(_ context.Context, c store.Cluster) (store.Clust
 	}
 	cs.clusters[c.ClusterID] = c
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: c.Clusterset, ClusterID: c.ClusterID, Cluster: &c})
+	s.feed.Publish(store.ClusterWritten(c))
 	return c, nil
 }
 
@@ -84,7 +84,7 @@ func (s *Store) RenewLease(_ context.Context, key store.ClusterKey, now time.Tim
 	c.RenewTime = now
 	cs.clusters[key.ClusterID] = c
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Cluster: &c})
+	s.feed.Publish(store.ClusterWritten(c))
 	return c, nil
 }
 
@@ -145,9 +145,9 @@ func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, err
 	}
 	s.mu.Unlock()
 	for _, svc := range removed {
-		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc, Known: true})
+		s.feed.Publish(store.ExportDeleted(key, svc))
 	}
-	s.feed.Publish(store.Change{Kind: store.ChangeCluster, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Deleted: true})
+	s.feed.Publish(store.ClusterDeleted(key))
 	return len(removed), nil
 }
 
@@ -230,7 +230,7 @@ func (s *Store) PutExport(ctx context.Context, e store.Export) (store.Export, er
 	}
 	e = putLocked(cs, e)
 	s.mu.Unlock()
-	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: e.Clusterset, ClusterID: e.ClusterID, Service: e.Service, Known: true, Exports: []store.Export{e}})
+	s.feed.Publish(store.ExportPut(e))
 	return e, nil
 }
 
@@ -245,7 +245,7 @@ func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc stor
 	found := cs != nil && deleteLocked(cs, svc, key.ClusterID)
 	s.mu.Unlock()
 	if found {
-		s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Service: svc, Known: true})
+		s.feed.Publish(store.ExportDeleted(key, svc))
 	}
 	return found, nil
 }
@@ -273,22 +273,19 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
 	stored := make([]store.Export, len(exports))
-	changed := make([]store.ServiceKey, 0, len(exports))
 	for i, e := range exports {
 		stored[i] = putLocked(cs, e)
 		keep[e.Service] = true
-		changed = append(changed, e.Service)
 	}
 	var deleted []store.ServiceKey
 	for svc := range cs.exports {
 		if !keep[svc] && deleteLocked(cs, svc, key.ClusterID) {
 			deleted = append(deleted, svc)
-			changed = append(changed, svc)
 		}
 	}
 	s.mu.Unlock()
 	// One change for the whole sync: the cache shows a cluster's synced exports at once.
-	s.feed.Publish(store.Change{Kind: store.ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Services: changed, Known: true, Exports: stored})
+	s.feed.Publish(store.ExportsSynced(key, stored, deleted))
 	return stored, deleted, nil
 }
 

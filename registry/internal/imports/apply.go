@@ -1,0 +1,237 @@
+package imports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	registryv1 "github.com/ai-dynamo/global-discovery-mcs/api/gen/go/globaldiscoverymcs/registry/v1"
+	"github.com/ai-dynamo/global-discovery-mcs/registry/store"
+)
+
+// Apply brings one change into the cache, and is the only way a change reaches it: the
+// store's change feed reports every replica's writes in it (Run), and the server applies
+// its own write's result in it before it answers (read-your-writes), built by the store's
+// constructors from that result (store.ExportPut and the others). A change whose exports
+// are whole is placed as it is; one that names what changed reads the store for what the
+// cache does not hold yet, so the echo of a write applied already costs nothing. A change
+// the cache cannot apply (a failed read) drops its clusterset, so the next use reloads it
+// rather than answer from a stale import; the error is logged and returned.
+func (c *Cache) Apply(ctx context.Context, ch store.Change) error {
+	var err error
+	switch ch.Kind {
+	case store.ChangeCluster:
+		switch {
+		case ch.Deleted:
+			c.setCluster(ch.Clusterset, ch.ClusterID, nil)
+		case ch.Cluster != nil:
+			c.setCluster(ch.Clusterset, ch.ClusterID, ch.Cluster)
+		default:
+			err = c.refreshCluster(ctx, ch.Clusterset, ch.ClusterID)
+		}
+	case store.ChangeExport:
+		if s := c.existing(ch.Clusterset); s != nil {
+			if read, place := s.needs(ch); len(read) > 0 || len(place) > 0 {
+				// In the group commit: many clusters' syncs at once (a registry restart)
+				// merge each Service once per batch, and a watcher sees all of one
+				// change or none of it.
+				err = s.commit.do(ctx, read, place, s.refreshServices)
+			}
+		}
+	case store.ChangeResync:
+		err = c.resync(ctx, ch.Clusterset)
+	}
+	if err != nil {
+		c.log.Warn("applying a store change failed; the clusterset reloads on its next use", "clusterset", ch.Clusterset, "error", err)
+		c.drop(ch.Clusterset)
+		return fmt.Errorf("apply change to clusterset %q: %w", ch.Clusterset, err)
+	}
+	return nil
+}
+
+// needs splits an export change into the Services to read from the store and the exports
+// to place as they are. Whole exports are placed unless the cache holds them or a newer
+// write of the cluster. Otherwise a Service is read unless the cache holds the state after
+// the change already: an export of the cluster as new as the change's, or none for a gone
+// export. A clusterset still loading reads what it cannot place (its load holds the
+// refresh lock, so the read lands after it).
+func (s *set) needs(ch store.Change) (read []store.ServiceKey, place []store.Export) {
+	keys := ch.Keys()
+	if !ch.Known {
+		return keys, nil
+	}
+	written := make(map[store.ServiceKey]store.Export, len(ch.Exports))
+	for _, e := range ch.Exports {
+		written[e.Service] = e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	loaded := s.clusters != nil
+	for _, k := range keys {
+		e, put := written[k]
+		held := s.heldLocked(k, ch.ClusterID)
+		switch {
+		case put && ch.Whole:
+			if !loaded || held == nil || !holds(*held, e) {
+				place = append(place, e)
+			}
+		case !loaded:
+			read = append(read, k)
+		case put && held != nil && !held.UpdateTime.Before(e.UpdateTime):
+		case !put && held == nil:
+		default:
+			read = append(read, k)
+		}
+	}
+	return read, place
+}
+
+// heldLocked returns the cluster's export of the Service that the cache holds, or nil.
+func (s *set) heldLocked(k store.ServiceKey, clusterID string) *store.Export {
+	for i := range s.exports[k] {
+		if s.exports[k][i].ClusterID == clusterID {
+			return &s.exports[k][i]
+		}
+	}
+	return nil
+}
+
+// placed returns held (one Service's exports, sorted by cluster) with each of es (writes
+// of the Service, one per cluster) in its cluster's place, in one copy of held, and false
+// when held holds every one of them already (holds).
+func placed(held []store.Export, es []store.Export) ([]store.Export, bool) {
+	next := make([]store.Export, len(held), len(held)+len(es))
+	copy(next, held)
+	// One write (a PutExport) looks its cluster up in a scan; many, in an index.
+	var at map[string]int
+	if len(es) > 1 {
+		at = make(map[string]int, len(held)+len(es))
+		for i, x := range held {
+			at[x.ClusterID] = i
+		}
+	}
+	find := func(id string) (int, bool) {
+		if at != nil {
+			i, ok := at[id]
+			return i, ok
+		}
+		for i, x := range next {
+			if x.ClusterID == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	changed, grown := false, false
+	for _, e := range es {
+		i, ok := find(e.ClusterID)
+		if !ok {
+			if at != nil {
+				at[e.ClusterID] = len(next)
+			}
+			next = append(next, e)
+			changed, grown = true, true
+			continue
+		}
+		if !holds(next[i], e) {
+			next[i] = e
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	if grown {
+		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
+	}
+	return next, true
+}
+
+// holds says that held, the cache's export of a cluster, makes placing e (a whole write of
+// the same cluster and Service) change nothing: held is a newer write, or e itself (its
+// echo reached the cache first).
+func holds(held, e store.Export) bool {
+	switch {
+	case held.UpdateTime.After(e.UpdateTime):
+		return true
+	case held.UpdateTime.Equal(e.UpdateTime) && held.Spec == e.Spec && sameGroups(held.EndpointGroups, e.EndpointGroups):
+		return true
+	}
+	return false
+}
+
+// sameGroups: the same endpoint group messages (the write's own, shared with its echo).
+func sameGroups(a, b []*registryv1.EndpointGroup) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// refreshCluster reads one cluster from the store; when its lease state changed, the
+// imports of its Services are recomputed.
+func (c *Cache) refreshCluster(ctx context.Context, clusterset, clusterID string) error {
+	s := c.existing(clusterset)
+	if s == nil {
+		return nil
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	cl, err := c.store.GetCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: clusterID})
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrClusterNotFound) {
+		return fmt.Errorf("get cluster %s/%s: %w", clusterset, clusterID, err)
+	}
+	s.setCluster(clusterID, cl, found)
+	return nil
+}
+
+// setCluster applies a cluster's state known without reading the store (a write's
+// result, a stream image); nil means deleted. A state older than the one held (by renew
+// time) is ignored, so a late stream record cannot undo a newer write.
+func (c *Cache) setCluster(clusterset, clusterID string, cl *store.Cluster) {
+	s := c.existing(clusterset)
+	if s == nil {
+		return
+	}
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
+	if cl == nil {
+		s.setCluster(clusterID, store.Cluster{}, false)
+		return
+	}
+	s.mu.Lock()
+	held, ok := s.clusters[clusterID]
+	s.mu.Unlock()
+	if ok && held.RenewTime.After(cl.RenewTime) {
+		return
+	}
+	s.setCluster(clusterID, *cl, true)
+}
+
+// resync reloads a clusterset from the store (every loaded one when name is empty).
+func (c *Cache) resync(ctx context.Context, name string) error {
+	c.mu.Lock()
+	var sets []*set
+	for n, s := range c.sets {
+		if name == "" || n == name {
+			sets = append(sets, s)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range sets {
+		s.refresh.Lock()
+		if err := s.reload(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		s.refresh.Unlock()
+	}
+	return errors.Join(errs...)
+}
