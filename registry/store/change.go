@@ -17,7 +17,7 @@ const (
 // registry's cache: a store's change feed reports every write in it (other replicas'
 // included), and the replica that made a write applies the write's result in it at once
 // (read-your-writes) — the constructors below build it from a write's result, and the
-// memory store's feed sends the same. An export change names the changed Services and,
+// memory store's feed reports the same (Reported). An export change names the changed Services and,
 // when Known, the cluster's exports of them after the change. A cluster change may carry
 // the cluster's new state, saving a read.
 type Change struct {
@@ -86,6 +86,16 @@ func ExportsSynced(key ClusterKey, stored []Export, deleted []ServiceKey) Change
 	keys = append(keys, deleted...)
 	return Change{Kind: ChangeExport, Clusterset: key.Clusterset, ClusterID: key.ClusterID, Services: keys,
 		Known: true, Whole: true, Exports: stored}
+}
+
+// Reported is the change as a change feed reports it: what changed and when, its exports
+// not taken as whole. The dynamodb store's stream records carry no endpoint chunks, and
+// the memory store's feed reports its writes the same way, so the echo of a write takes
+// one path whatever the store: the replica that applied the write skips it after a
+// look-up, and the first to hear of it reads the store.
+func (c Change) Reported() Change {
+	c.Whole = false
+	return c
 }
 
 // Resync is the change that makes a receiver reload a clusterset (every one when empty).

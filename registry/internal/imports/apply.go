@@ -61,6 +61,15 @@ func (s *set) needs(ch store.Change) (read []store.ServiceKey, place []store.Exp
 	if !ch.Known {
 		return keys, nil
 	}
+	if ch.Whole {
+		// Placed in the batch, where placing what is held changes nothing. The rest is
+		// looked at only for a gone export: a batch holds the lock while it merges, and a
+		// write that waited for it would miss the batch it could have joined.
+		place = ch.Exports
+		if len(keys) == len(place) {
+			return nil, place
+		}
+	}
 	written := make(map[store.ServiceKey]store.Export, len(ch.Exports))
 	for _, e := range ch.Exports {
 		written[e.Service] = e
@@ -70,12 +79,11 @@ func (s *set) needs(ch store.Change) (read []store.ServiceKey, place []store.Exp
 	loaded := s.clusters != nil
 	for _, k := range keys {
 		e, put := written[k]
+		if put && ch.Whole {
+			continue
+		}
 		held := s.heldLocked(k, ch.ClusterID)
 		switch {
-		case put && ch.Whole:
-			if !loaded || held == nil || !holds(*held, e) {
-				place = append(place, e)
-			}
 		case !loaded:
 			read = append(read, k)
 		case put && held != nil && !held.UpdateTime.Before(e.UpdateTime):
@@ -99,10 +107,9 @@ func (s *set) heldLocked(k store.ServiceKey, clusterID string) *store.Export {
 
 // placed returns held (one Service's exports, sorted by cluster) with each of es (writes
 // of the Service, one per cluster) in its cluster's place, in one copy of held, and false
-// when held holds every one of them already (holds).
+// when held holds every one of them already (holds): the echo of a write placed already
+// costs a look-up, not a copy.
 func placed(held []store.Export, es []store.Export) ([]store.Export, bool) {
-	next := make([]store.Export, len(held), len(held)+len(es))
-	copy(next, held)
 	// One write (a PutExport) looks its cluster up in a scan; many, in an index.
 	var at map[string]int
 	if len(es) > 1 {
@@ -111,41 +118,55 @@ func placed(held []store.Export, es []store.Export) ([]store.Export, bool) {
 			at[x.ClusterID] = i
 		}
 	}
+	var next []store.Export // a copy of held, made at the first change
 	find := func(id string) (int, bool) {
 		if at != nil {
 			i, ok := at[id]
 			return i, ok
 		}
-		for i, x := range next {
+		for i, x := range held {
 			if x.ClusterID == id {
 				return i, true
 			}
 		}
 		return 0, false
 	}
-	changed, grown := false, false
+	grown := false
 	for _, e := range es {
 		i, ok := find(e.ClusterID)
-		if !ok {
-			if at != nil {
-				at[e.ClusterID] = len(next)
-			}
-			next = append(next, e)
-			changed, grown = true, true
+		if ok && holds(current(held, next, i), e) {
 			continue
 		}
-		if !holds(next[i], e) {
-			next[i] = e
-			changed = true
+		if next == nil {
+			next = make([]store.Export, len(held), len(held)+len(es))
+			copy(next, held)
 		}
+		if ok {
+			next[i] = e
+			continue
+		}
+		if at != nil {
+			at[e.ClusterID] = len(next)
+		}
+		next = append(next, e)
+		grown = true
 	}
-	if !changed {
+	if next == nil {
 		return nil, false
 	}
 	if grown {
 		sort.Slice(next, func(i, j int) bool { return next[i].ClusterID < next[j].ClusterID })
 	}
 	return next, true
+}
+
+// current is the export at i: in next once it is copied (it may hold an earlier placed
+// write), else in held.
+func current(held, next []store.Export, i int) store.Export {
+	if next != nil {
+		return next[i]
+	}
+	return held[i]
 }
 
 // holds says that held, the cache's export of a cluster, makes placing e (a whole write of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,9 +202,9 @@ func TestWatchDeltasAndPages(t *testing.T) {
 func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var skew time.Duration // how far the cache's clock runs ahead
+	var skew atomic.Int64 // how far the cache's clock runs ahead; the cache reads it from its own goroutines
 	st := memory.New()
-	cache := imports.New(imports.Options{Store: st, Now: func() time.Time { return time.Now().Add(skew) },
+	cache := imports.New(imports.Options{Store: st, Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) },
 		Leases: imports.LeaseOptions{Region: "r", Hold: 2 * time.Minute, Lag: func() map[string]time.Duration { return map[string]time.Duration{"elsewhere": time.Minute} }}})
 	go func() { _ = cache.Run(ctx) }()
 	svc := New(Options{Store: st, Cache: cache})
@@ -222,11 +223,11 @@ func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
 		},
 	}
 	for name, write := range writes {
-		skew = 0
+		skew.Store(0)
 		if err := write(); err != nil {
 			t.Fatalf("%s within the lease: %v", name, err)
 		}
-		skew = time.Minute + time.Second
+		skew.Store(int64(time.Minute + time.Second))
 		if err := write(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "register again") {
 			t.Errorf("%s past the lease: %v, want FAILED_PRECONDITION saying register again", name, err)
 		}
@@ -237,7 +238,7 @@ func TestWritesFollowTheImportsLeaseRule(t *testing.T) {
 		LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
 		t.Fatal(err)
 	}
-	skew = time.Minute + time.Second
+	skew.Store(int64(time.Minute + time.Second))
 	held := export("one", 80, "10.0.0.9")
 	held.ClusterId = "h"
 	if v := cache.Judge(store.Cluster{ClusterID: "h", Clusterset: "prod", RenewRegion: "elsewhere", LeaseDuration: time.Minute, RenewTime: now}); v.State != registryv1.LeaseState_LEASE_STATE_HELD_REPLICATION {

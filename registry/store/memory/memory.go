@@ -145,7 +145,7 @@ func (s *Store) DeleteCluster(_ context.Context, key store.ClusterKey) (int, err
 	}
 	s.mu.Unlock()
 	for _, svc := range removed {
-		s.feed.Publish(store.ExportDeleted(key, svc))
+		s.feed.Publish(store.ExportDeleted(key, svc).Reported())
 	}
 	s.feed.Publish(store.ClusterDeleted(key))
 	return len(removed), nil
@@ -230,7 +230,7 @@ func (s *Store) PutExport(ctx context.Context, e store.Export) (store.Export, er
 	}
 	e = putLocked(cs, e)
 	s.mu.Unlock()
-	s.feed.Publish(store.ExportPut(e))
+	s.feed.Publish(store.ExportPut(e).Reported())
 	return e, nil
 }
 
@@ -245,7 +245,7 @@ func (s *Store) DeleteExport(ctx context.Context, key store.ClusterKey, svc stor
 	found := cs != nil && deleteLocked(cs, svc, key.ClusterID)
 	s.mu.Unlock()
 	if found {
-		s.feed.Publish(store.ExportDeleted(key, svc))
+		s.feed.Publish(store.ExportDeleted(key, svc).Reported())
 	}
 	return found, nil
 }
@@ -285,7 +285,7 @@ func (s *Store) SyncExports(ctx context.Context, key store.ClusterKey, exports [
 	}
 	s.mu.Unlock()
 	// One change for the whole sync: the cache shows a cluster's synced exports at once.
-	s.feed.Publish(store.ExportsSynced(key, stored, deleted))
+	s.feed.Publish(store.ExportsSynced(key, stored, deleted).Reported())
 	return stored, deleted, nil
 }
 
