@@ -40,20 +40,29 @@ func StartWithChart(tb testing.TB, opts Options) *Clusterset {
 	}
 	chart := filepath.Join(root, "charts", "global-discovery-mcs")
 	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
-	image := []string{"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
-	common := append([]string{"--namespace", "mcs-system", "--create-namespace", "--set", "controller.enabled=true",
-		"--set", "controller.registryAllowInsecureHttp=true", "--set", "controller.clustersetId=prod"}, image...)
 	home := clusters[0]
-	home.Helm(tb, append([]string{"install", "global-discovery-mcs", chart, "--set", "registry.enabled=true", "--set", "controller.clusterId=" + home.Name,
-		"--set", "registry.grpcService.enabled=true", "--set", "registry.grpcService.type=NodePort"}, common...)...)
+	registry := harness.Release{Cluster: home, Name: "global-discovery-mcs", Deployments: []string{"mcs-registry", "mcs-controller"},
+		Values: harness.WriteValues(tb, "registry", fmt.Sprintf(`image: {repository: %s, pullPolicy: Never}
+registry:
+  enabled: true
+  grpcService: {enabled: true, type: NodePort}
+controller: {enabled: true, registryAllowInsecureHttp: true, clustersetId: prod, clusterId: %s}
+`, repo, home.Name))}
+	registry.Install(tb, chart, tag)
 	grpc := &corev1.Service{}
 	if err := home.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpc); err != nil {
 		tb.Fatal(err)
 	}
 	cs.RegistryURL = fmt.Sprintf("http://%s:%d", home.Nodes[0].IP, grpc.Spec.Ports[0].NodePort)
+	releases := []harness.Release{registry}
 	for _, c := range clusters[1:] {
-		c.Helm(tb, append([]string{"install", "mcs-controller", chart, "--set", "registry.enabled=false", "--set", "controller.clusterId=" + c.Name,
-			"--set", "controller.registryUrls={" + cs.RegistryURL + "}"}, common...)...)
+		r := harness.Release{Cluster: c, Name: "mcs-controller", Deployments: []string{"mcs-controller"},
+			Values: harness.WriteValues(tb, "controller-"+c.Name, fmt.Sprintf(`image: {repository: %s, pullPolicy: Never}
+registry: {enabled: false}
+controller: {enabled: true, registryUrls: [%q], registryAllowInsecureHttp: true, clustersetId: prod, clusterId: %s}
+`, repo, cs.RegistryURL, c.Name))}
+		r.Install(tb, chart, tag)
+		releases = append(releases, r)
 	}
 	manifest, err := os.ReadFile(filepath.Join(root, "gds-client", "deploy", "global-discovery-service.yaml"))
 	if err != nil {
@@ -62,10 +71,9 @@ func StartWithChart(tb testing.TB, opts Options) *Clusterset {
 	home.Apply(tb, harness.DecodeYAML(tb, "global-discovery-service.yaml",
 		[]byte(strings.ReplaceAll(string(manifest), "my-registry.example.com/global-discovery-mcs:dev", harness.ProjectImage)))...)
 	for i, c := range clusters {
-		c.WaitDeploymentAvailable(tb, "mcs-system", "mcs-controller")
+		releases[i].Available(tb)
 		cs.Members = append(cs.Members, &Member{Cluster: c, ID: members[i].id, Region: members[i].region, PodPrefix: members[i].prefix})
 	}
-	home.WaitDeploymentAvailable(tb, "mcs-system", "mcs-registry")
 	home.WaitDeploymentAvailable(tb, "global-discovery", "global-discovery-service")
 	return cs
 }

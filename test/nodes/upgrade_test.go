@@ -62,16 +62,6 @@ type earlierRelease struct {
 	bin   string
 }
 
-// helmRelease is one release of the chart in one cluster, installed from values (the
-// image's tag is given at each install, upgrade and rollback).
-type helmRelease struct {
-	cluster *harness.Cluster
-	name    string
-	values  string
-	// deployments are what the release runs, waited on after each change.
-	deployments []string
-}
-
 func upgradeUnderTraffic(t *testing.T, from earlierRelease, secure bool) {
 	start := time.Now()
 	clusters := harness.StartClusters(t, clustersetOptions())
@@ -88,13 +78,8 @@ func upgradeUnderTraffic(t *testing.T, from earlierRelease, secure bool) {
 	}
 	chart := filepath.Join(root, "charts", "global-discovery-mcs")
 	repo, tag, _ := strings.Cut(harness.ProjectImage, ":")
-	dir := t.TempDir()
 	writeValues := func(name, content string) string {
-		p := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("image: {repository: %s, pullPolicy: Never}\n", repo)+content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return harness.WriteValues(t, name, fmt.Sprintf("image: {repository: %s, pullPolicy: Never}\n", repo)+content)
 	}
 
 	// The registry's cluster runs one release with the registry and its controller, as the
@@ -163,17 +148,19 @@ controller:
 	}
 
 	// Install the earlier release.
-	registry := helmRelease{use1, "mcs-registry", writeValues("registry", registryValues), []string{"mcs-registry", "mcs-controller"}}
-	registry.install(t, from.chart, from.rev)
+	registry := harness.Release{Cluster: use1, Name: "mcs-registry", Values: writeValues("registry", registryValues), Deployments: []string{"mcs-registry", "mcs-controller"}}
+	registry.Install(t, from.chart, from.rev)
+	registry.Available(t)
 	grpcSvc := &corev1.Service{}
 	if err := use1.Client.Get(context.Background(), client.ObjectKey{Namespace: "mcs-system", Name: "mcs-registry-grpc"}, grpcSvc); err != nil {
 		t.Fatal(err)
 	}
 	registryURL := fmt.Sprintf("%s://%s:%d", scheme, use1.Nodes[0].IP, grpcSvc.Spec.Ports[0].NodePort)
-	controllers := map[string]helmRelease{}
+	controllers := map[string]harness.Release{}
 	for _, c := range []*harness.Cluster{usw2, euw1} {
-		r := helmRelease{c, "mcs-controller", writeValues("controller-"+c.Name, fmt.Sprintf(controllerValues, registryURL, c.Name)), []string{"mcs-controller"}}
-		r.install(t, from.chart, from.rev)
+		r := harness.Release{Cluster: c, Name: "mcs-controller", Values: writeValues("controller-"+c.Name, fmt.Sprintf(controllerValues, registryURL, c.Name)), Deployments: []string{"mcs-controller"}}
+		r.Install(t, from.chart, from.rev)
+		r.Available(t)
 		controllers[c.Name] = r
 	}
 	for _, c := range clusters {
@@ -221,14 +208,14 @@ controller:
 
 	// The upgrade: the registry's release first, then each controller release.
 	step("helm upgrade of the registry's release (registry and use1-a's controller) to the current release", func() {
-		registry.upgrade(t, chart, tag)
+		registry.Upgrade(t, chart, tag)
 		wantImage(t, use1, "mcs-registry", harness.ProjectImage)
 		wantImage(t, use1, "mcs-controller", harness.ProjectImage)
 		whole("after the registry's upgrade")
 	})
 	for _, c := range []*harness.Cluster{usw2, euw1} {
 		step("helm upgrade of "+c.Name+"'s controller release", func() {
-			controllers[c.Name].upgrade(t, chart, tag)
+			controllers[c.Name].Upgrade(t, chart, tag)
 			wantImage(t, c, "mcs-controller", harness.ProjectImage)
 		})
 	}
@@ -237,7 +224,7 @@ controller:
 
 	// A rollback of one controller release: the earlier controller against the current registry.
 	step("helm rollback of usw2-a's controller release", func() {
-		controllers["usw2-a"].rollback(t)
+		controllers["usw2-a"].Rollback(t)
 		wantImage(t, usw2, "mcs-controller", from.image.Ref)
 	})
 	settle()
@@ -290,38 +277,6 @@ controller:
 		int(errs.errors), int(earlierErrs.errors), scrape.rounds())
 	if errs.errors > 0 {
 		t.Errorf("the current release's reconcilers failed %d times during the upgrade: %s", int(errs.errors), end.of(harness.ProjectImage, true).errorsBy())
-	}
-}
-
-func (r helmRelease) install(t *testing.T, chart, tag string) {
-	t.Helper()
-	r.cluster.Helm(t, "install", r.name, chart, "--namespace", "mcs-system", "--values", r.values, "--set", "image.tag="+tag)
-	for _, d := range r.deployments {
-		r.cluster.WaitDeploymentAvailable(t, "mcs-system", d)
-	}
-}
-
-// upgrade runs `helm upgrade` with the same values and another chart and tag, and waits
-// until every Deployment of the release has rolled out.
-func (r helmRelease) upgrade(t *testing.T, chart, tag string) {
-	t.Helper()
-	r.cluster.Helm(t, "upgrade", r.name, chart, "--namespace", "mcs-system", "--values", r.values, "--set", "image.tag="+tag)
-	r.rolledOut(t)
-}
-
-// rollback returns the release to its first revision.
-func (r helmRelease) rollback(t *testing.T) {
-	t.Helper()
-	r.cluster.Helm(t, "rollback", r.name, "1", "--namespace", "mcs-system")
-	r.rolledOut(t)
-}
-
-func (r helmRelease) rolledOut(t *testing.T) {
-	t.Helper()
-	for _, d := range r.deployments {
-		if out, err := r.cluster.Kubectl("-n", "mcs-system", "rollout", "status", "deployment/"+d, "--timeout=3m"); err != nil {
-			t.Fatalf("rollout of %s in %s: %v\n%s", d, r.cluster.Name, err, out)
-		}
 	}
 }
 
