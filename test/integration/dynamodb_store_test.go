@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -121,11 +122,11 @@ func TestOrphanedChunksSwept(t *testing.T) {
 	}
 }
 
-// TestDynamoDBQuotaRefusalCostsNoIO: an export, or a synced set, past a quota on its own is
-// refused by the store before it reads or writes the table — no prior read, no chunk items
-// written and deleted again — so a cluster that keeps sending one costs DynamoDB nothing.
-// (The count is the store's capacity report; a write within the quota shows it counts.)
-func TestDynamoDBQuotaRefusalCostsNoIO(t *testing.T) {
+// countedStore is a DynamoDB store (dynoxide) with use1-a registered, the calls it makes
+// (taken: its capacity reports since the last call) and use1-a's export of dynamo/name with
+// n endpoints.
+func countedStore(t *testing.T, quota store.Quota) (*dynamostore.Store, func() []string, func(name string, n int) store.Export) {
+	t.Helper()
 	ctx := context.Background()
 	d := harness.StartDynamoDB(t)
 	table := harness.TableName(t)
@@ -135,7 +136,7 @@ func TestDynamoDBQuotaRefusalCostsNoIO(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
 	st := dynamostore.New(dynamostore.Options{Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table,
-		Quota: store.Quota{Endpoints: 100},
+		Quota: quota,
 		Capacity: func(op string, _ float64) {
 			mu.Lock()
 			ops = append(ops, op)
@@ -163,6 +164,47 @@ func TestDynamoDBQuotaRefusalCostsNoIO(t *testing.T) {
 			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}}, Endpoints: eps}},
 			CreateTime:     now, UpdateTime: now}
 	}
+	return st, taken, export
+}
+
+// TestDynamoDBSyncReadsOnce: a SyncExports reads the cluster's exports once and not the
+// cluster (the server read it to judge the lease; each write checks it in its
+// transaction): an unchanged set costs one Query, a changed one a Query and its writes.
+// Only a cluster with nothing stored and nothing to write is read, to tell an unknown
+// cluster (ErrClusterNotFound) from one that exports nothing.
+func TestDynamoDBSyncReadsOnce(t *testing.T) {
+	ctx := context.Background()
+	st, taken, export := countedStore(t, store.Quota{})
+	key := store.ClusterKey{Clusterset: "prod", ClusterID: "use1-a"}
+	if _, _, err := st.SyncExports(ctx, key, []store.Export{export("router", 3), export("pool", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := taken(); slices.Contains(got, "GetItem") || !slices.Contains(got, "Query") {
+		t.Errorf("a sync that writes: calls %v, want a Query and its writes, no GetItem", got)
+	}
+	if _, _, err := st.SyncExports(ctx, key, []store.Export{export("router", 3), export("pool", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := taken(); !slices.Equal(got, []string{"Query"}) {
+		t.Errorf("an unchanged sync: calls %v, want one Query", got)
+	}
+	if _, _, err := st.SyncExports(ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "ghost"}, nil); !errors.Is(err, store.ErrClusterNotFound) {
+		t.Errorf("an empty sync of an unknown cluster: %v, want ErrClusterNotFound", err)
+	}
+	ghost := export("router", 1)
+	ghost.ClusterID = "ghost"
+	if _, _, err := st.SyncExports(ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "ghost"}, []store.Export{ghost}); !errors.Is(err, store.ErrClusterNotFound) {
+		t.Errorf("a sync of an unknown cluster: %v, want ErrClusterNotFound", err)
+	}
+}
+
+// TestDynamoDBQuotaRefusalCostsNoIO: an export, or a synced set, past a quota on its own is
+// refused by the store before it reads or writes the table — no prior read, no chunk items
+// written and deleted again — so a cluster that keeps sending one costs DynamoDB nothing.
+// (The count is the store's capacity report; a write within the quota shows it counts.)
+func TestDynamoDBQuotaRefusalCostsNoIO(t *testing.T) {
+	ctx := context.Background()
+	st, taken, export := countedStore(t, store.Quota{Endpoints: 100})
 	taken()
 	if _, err := st.PutExport(ctx, export("small", 10)); err != nil {
 		t.Fatal(err)

@@ -100,9 +100,8 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	if err := st.quota.Check(k, after); err != nil {
 		return nil, nil, fmt.Errorf("sync exports: %w", err)
 	}
-	if _, err := st.GetCluster(ctx, k); err != nil {
-		return nil, nil, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
-	}
+	// The cluster is not read first: every write below checks it in its own transaction,
+	// and the server read it to judge its lease just before (one read per sync, not two).
 	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs, updateMs, writeUs, nE, nB", map[string]string{"#sum": "sum"})
 	if err != nil {
 		return nil, nil, err
@@ -159,6 +158,14 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	for svc, h := range mine {
 		if !keep[svc] {
 			gone = append(gone, syncDelete{svc: svc, old: h.prior})
+		}
+	}
+	if len(mine) == 0 && len(inline)+len(chunked) == 0 {
+		// Nothing stored and nothing to write: only the cluster's own item tells a
+		// registered cluster that exports nothing from an unknown one. (A stored export
+		// means the cluster held it: deleting a cluster deletes its exports.)
+		if _, err := st.GetCluster(ctx, k); err != nil {
+			return nil, nil, fmt.Errorf("sync exports of %s/%s: %w", k.Clusterset, k.ClusterID, err)
 		}
 	}
 	var deleted []store.ServiceKey
