@@ -126,6 +126,13 @@ func TestOrphanedChunksSwept(t *testing.T) {
 // (taken: its capacity reports since the last call) and use1-a's export of dynamo/name with
 // n endpoints.
 func countedStore(t *testing.T, quota store.Quota) (*dynamostore.Store, func() []string, func(name string, n int) store.Export) {
+	st, taken, export, _ := countedReplicas(t, quota)
+	return st, taken, export
+}
+
+// countedReplicas is countedStore and a function that returns another replica over the
+// same table (its calls not counted).
+func countedReplicas(t *testing.T, quota store.Quota) (*dynamostore.Store, func() []string, func(name string, n int) store.Export, func() *dynamostore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	d := harness.StartDynamoDB(t)
@@ -164,7 +171,52 @@ func countedStore(t *testing.T, quota store.Quota) (*dynamostore.Store, func() [
 			EndpointGroups: []*registryv1.EndpointGroup{{AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}}, Endpoints: eps}},
 			CreateTime:     now, UpdateTime: now}
 	}
-	return st, taken, export
+	replica := func() *dynamostore.Store {
+		return dynamostore.New(dynamostore.Options{Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table, Quota: quota})
+	}
+	return st, taken, export, replica
+}
+
+// TestDynamoDBRewriteReadsNothing: a replica's next write of an export it wrote is one
+// transaction, with no read first (it remembers what its write left in the table). When
+// another replica wrote the export in between, the remembered prior fails the write's
+// condition: the write reads the item and applies, the create time and the cluster's usage
+// stay exact (a quota of 10 endpoints: 6 of one export and 4 of another fit, one more does
+// not).
+func TestDynamoDBRewriteReadsNothing(t *testing.T) {
+	ctx := context.Background()
+	a, taken, export, replica := countedReplicas(t, store.Quota{Endpoints: 10})
+	b := replica()
+	first, err := a.PutExport(ctx, export("pool", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken()
+	if _, err := a.PutExport(ctx, export("pool", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := taken(); !slices.Equal(got, []string{"TransactWriteItems"}) {
+		t.Errorf("a replica's rewrite of its own export: calls %v, want one TransactWriteItems", got)
+	}
+	if _, err := b.PutExport(ctx, export("pool", 8)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.PutExport(ctx, export("pool", 6))
+	if err != nil {
+		t.Fatalf("a write over another replica's (a stale remembered prior): %v", err)
+	}
+	if !got.CreateTime.Equal(first.CreateTime) {
+		t.Errorf("create time %v after the stale prior, want the first write's %v", got.CreateTime, first.CreateTime)
+	}
+	if n := countEndpoints(t, a, "pool"); n != 6 {
+		t.Errorf("pool holds %d endpoints, want the last write's 6", n)
+	}
+	if _, err := b.PutExport(ctx, export("other", 4)); err != nil {
+		t.Errorf("4 more endpoints with 6 stored and a quota of 10: %v (the usage counted a stale prior)", err)
+	}
+	if _, err := a.PutExport(ctx, export("third", 1)); !errors.Is(err, store.ErrQuotaExceeded) {
+		t.Errorf("an 11th endpoint: %v, want ErrQuotaExceeded", err)
+	}
 }
 
 // TestDynamoDBSyncReadsOnce: a SyncExports reads the cluster's exports once and not the

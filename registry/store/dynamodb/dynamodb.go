@@ -72,6 +72,9 @@ type Store struct {
 	region string
 	// replication measures the other regions' lag from heartbeats; nil: none.
 	replication *replication
+	// priors are what this replica's writes left in the table: the next write of the same
+	// export needs no read first.
+	priors priors
 }
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.

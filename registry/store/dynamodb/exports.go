@@ -103,7 +103,9 @@ func (st *Store) putExport(ctx context.Context, e store.Export, enc encoded, old
 	if old != nil && old.gen != "" {
 		st.deleteChunks(ctx, e.Clusterset, e.Service, e.ClusterID, old.gen, old.chunks)
 	}
-	return asStored(e, old), nil
+	stored := asStored(e, old)
+	st.priors.put(exportPriorKey(e), prior{gen: gen, chunks: len(parts), create: stored.CreateTime, writeUs: w, weight: enc.weight})
+	return stored, nil
 }
 
 // asStored is an export as the table holds it after its write: times in milliseconds (so
@@ -198,6 +200,15 @@ func (st *Store) PutExport(ctx context.Context, e store.Export) (store.Export, e
 	if err := st.quota.Check(e.ClusterKey(), enc.weight); err != nil {
 		return store.Export{}, fmt.Errorf("put export %s: %w", e.Service, err)
 	}
+	// What this replica's last write of the export left in the table: no read first. A
+	// guess another write made stale fails the write's condition, which reads and retries;
+	// one that says a newer write applied is read again here rather than believed.
+	if old, ok := st.priors.get(exportPriorKey(e)); ok {
+		stored, err := st.putExport(ctx, e, enc, &old)
+		if !errors.Is(err, store.ErrSuperseded) {
+			return stored, err
+		}
+	}
 	// What the table holds now: its chunks go after the write, and its create time is the
 	// export's (written once). A first write racing another replica's first write of the
 	// same export may answer its own create time; the table keeps the first.
@@ -241,6 +252,7 @@ func (st *Store) raiseFence(ctx context.Context, k store.ClusterKey) (int64, err
 // usage (a deleted cluster's usage goes with it instead).
 func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc store.ServiceKey, f int64, counted bool) (bool, error) {
 	p := pk(k.Clusterset)
+	st.priors.forget(priorKey{clusterset: k.Clusterset, clusterID: k.ClusterID, service: svc})
 	for attempt := 1; ; attempt++ {
 		item, err := st.getExportItem(ctx, k.Clusterset, svc, k.ClusterID)
 		if err != nil {

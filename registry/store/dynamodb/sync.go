@@ -80,6 +80,7 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 			st.deleteChunks(ctx, b.e.Clusterset, b.e.Service, b.e.ClusterID, b.old.gen, b.old.chunks)
 		}
 		stored[b.i] = asStored(b.e, b.old)
+		st.priors.put(exportPriorKey(b.e), prior{create: stored[b.i].CreateTime, writeUs: w, weight: b.enc.weight})
 	}
 	return nil
 }
