@@ -292,6 +292,7 @@ func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []s
 			return deleted, unavailable("delete exports", err)
 		}
 		for _, g := range batch {
+			st.priors.forget(priorKey{clusterset: k.Clusterset, clusterID: k.ClusterID, service: g.svc})
 			if g.old.gen != "" {
 				st.deleteChunks(ctx, k.Clusterset, g.svc, k.ClusterID, g.old.gen, g.old.chunks)
 			}
