@@ -53,10 +53,9 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) error {
 // needs splits an export change into the Services to read from the store and the exports
 // to place as they are. Whole exports are placed (placing keeps a newer write of the
 // cluster, and one held already changes nothing). Otherwise a Service is read unless the
-// cache holds the state after
-// the change already: an export of the cluster as new as the change's, or none for a gone
-// export. A clusterset still loading reads what it cannot place (its load holds the
-// refresh lock, so the read lands after it).
+// cache holds the state after the change already: an export of the cluster as new as the
+// change's, or none for a gone export. A clusterset still loading reads what it cannot
+// place (its load holds the refresh lock, so the read lands after it).
 func (s *set) needs(ch store.Change) (read []store.ServiceKey, place []store.Export) {
 	keys := ch.Keys()
 	if !ch.Known {
