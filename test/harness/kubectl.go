@@ -104,3 +104,28 @@ func (c *Cluster) WaitDeploymentAvailable(tb testing.TB, ns, name string) {
 		return ""
 	})
 }
+
+// FollowLogs streams the logs of the pods the selector matches now (`kubectl logs -f`)
+// until the test ends, and returns a function that gives what they wrote so far: the logs
+// of pods an upgrade replaces, which are gone once it is over.
+func (c *Cluster) FollowLogs(tb testing.TB, ns, selector string) func() string {
+	tb.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "k8s", "kubectl"), "--kubeconfig", c.Kubeconfig,
+		"-n", ns, "logs", "-f", "-l", selector, "--prefix", "--tail=-1", "--max-log-requests=10")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		tb.Fatalf("kubectl logs -f in %s: %v", c.Name, err)
+	}
+	tb.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return out.String
+}

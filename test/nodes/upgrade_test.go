@@ -180,6 +180,12 @@ controller:
 	}
 	scrape := scrapeControllers(t, clusters)
 	before := scrape.counts()
+	// The earlier release's controller pods are replaced by the upgrade, and their logs go
+	// with them: followed from now, for an outage to say what they did.
+	earlierLogs := make([]func() string, len(clusters))
+	for i, c := range clusters {
+		earlierLogs[i] = c.FollowLogs(t, "mcs-system", "app.kubernetes.io/name=mcs-controller")
+	}
 
 	// The whole import in the registry: both exporting clusters' exports (after a memory
 	// registry's restart, every cluster has sent its exports again).
@@ -245,6 +251,8 @@ controller:
 				out, _ := clusters[i].Kubectl("-n", "mcs-system", "logs", "-l", "app.kubernetes.io/name=mcs-controller", "--prefix", "--tail=-1", "--max-log-requests=10")
 				t.Logf("the controllers of %s on holds, epochs and removed imports:\n%s", clusters[i].Name,
 					grepAny(out, "hold", "epoch", "started empty", "import removed", "leader", "registered"))
+				t.Logf("the earlier release's controllers of %s, before the upgrade replaced them:\n%s", clusters[i].Name,
+					grepAny(earlierLogs[i](), "hold", "epoch", "started empty", "import removed", "leader", "registered", "refill", "snapshot", "watch"))
 			}
 		}
 	}
