@@ -36,18 +36,35 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) error {
 				// In the group commit: many clusters' syncs at once (a registry restart)
 				// merge each Service once per batch, and a watcher sees all of one
 				// change or none of it.
-				err = s.commit.do(ctx, read, place, s.refreshServices)
+				if err = s.commit.do(ctx, read, place, s.applyBatch); err != nil {
+					// The batch that failed dropped the set; a caller that left has no
+					// failure of its own (the batch it joined applies its change).
+					return fmt.Errorf("apply change to clusterset %q: %w", ch.Clusterset, err)
+				}
 			}
 		}
 	case store.ChangeResync:
 		err = c.resync(ctx, ch.Clusterset)
 	}
-	if err != nil {
-		c.log.Warn("applying a store change failed; the clusterset reloads on its next use", "clusterset", ch.Clusterset, "error", err)
-		c.drop(ch.Clusterset)
-		return fmt.Errorf("apply change to clusterset %q: %w", ch.Clusterset, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	c.log.Warn("applying a store change failed; the clusterset reloads on its next use", "clusterset", ch.Clusterset, "error", err)
+	c.drop(ch.Clusterset)
+	return fmt.Errorf("apply change to clusterset %q: %w", ch.Clusterset, err)
+}
+
+// applyBatch applies one batch of the group commit; a batch that fails drops the set, once,
+// whichever of its callers still wait: the next use loads it again. (A caller that stops
+// waiting, a client that cancelled its write, drops nothing: dropping starts a new epoch
+// for every watcher, which controllers take for a registry restart.)
+func (s *set) applyBatch(ctx context.Context, keys []store.ServiceKey, known []store.Export) error {
+	err := s.refreshServices(ctx, keys, known)
+	if err != nil {
+		s.cache.log.Warn("applying store changes failed; the clusterset reloads on its next use", "clusterset", s.name, "error", err)
+		s.cache.dropSet(s)
+	}
+	return err
 }
 
 // needs splits an export change into the Services to read from the store and the exports

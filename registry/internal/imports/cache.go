@@ -145,6 +145,20 @@ func (c *Cache) drop(name string) {
 	}
 }
 
+// dropSet forgets s if it is still the loaded set of its clusterset (not one loaded again
+// since), so the callers of a failed batch drop it once, not each the set after it.
+func (c *Cache) dropSet(s *set) {
+	c.mu.Lock()
+	current := c.sets[s.name] == s
+	if current {
+		delete(c.sets, s.name)
+	}
+	c.mu.Unlock()
+	if current {
+		s.close()
+	}
+}
+
 // loaded returns the clusterset, loading it from the store on first use.
 func (c *Cache) loaded(ctx context.Context, name string) (*set, error) {
 	c.mu.Lock()

@@ -170,3 +170,69 @@ func TestFailedApplyReloads(t *testing.T) {
 		t.Fatalf("after a failed change the cache still answers with the deleted export's import: %v %v", imp, err)
 	}
 }
+
+// blockingReads holds every read of one Service's exports until release is closed, after
+// telling started.
+type blockingReads struct {
+	*memory.Store
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s blockingReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Store.ListServiceExports(ctx, cs, k)
+}
+
+// TestCallerThatLeavesDropsNothing: a write whose client cancels while its change waits
+// for the group commit's running batch does not drop the clusterset (a new epoch for
+// every watcher, which controllers take for a registry restart); the batch it joined
+// applies its change.
+func TestCallerThatLeavesDropsNothing(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	blocked := blockingReads{Store: st, started: make(chan struct{}, 1), release: make(chan struct{})}
+	c := New(Options{Store: blocked})
+	now := time.Now()
+	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.List(ctx, "prod", Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := store.ServiceKey{Namespace: "dynamo", Name: "router"}
+	first := make(chan error, 1)
+	go func() {
+		first <- c.Apply(ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: router})
+	}()
+	<-blocked.started // the first change's batch is running
+	e, err := st.PutExport(ctx, store.Export{Clusterset: "prod", ClusterID: "use1-a", Service: store.ServiceKey{Namespace: "dynamo", Name: "pool"}, CreateTime: now, UpdateTime: now,
+		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	if err := c.Apply(left, store.ExportPut(e)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a change whose caller left: %v, want context.Canceled", err)
+	}
+	close(blocked.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.List(ctx, "prod", Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Epoch != before.Epoch {
+		t.Fatalf("the epoch changed from %s to %s: a caller that left dropped the clusterset", before.Epoch, after.Epoch)
+	}
+	if imp, err := c.Import(ctx, "prod", e.Service); err != nil || imp == nil {
+		t.Fatalf("the change of the caller that left was not applied by its batch: %v %v", imp, err)
+	}
+}
