@@ -46,8 +46,14 @@ func (c *Cache) Apply(ctx context.Context, ch store.Change) error {
 	case store.ChangeResync:
 		err = c.resync(ctx, ch.Clusterset)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// The caller left (an admin's DeleteCluster cancelled during the reload): the
+		// change feed brings the change, and a new epoch would cost every watcher a
+		// snapshot it does not need.
+		return fmt.Errorf("apply change to clusterset %q: %w", ch.Clusterset, err)
 	}
 	c.log.Warn("applying a store change failed; the clusterset reloads on its next use", "clusterset", ch.Clusterset, "error", err)
 	c.drop(ch.Clusterset)
