@@ -12,14 +12,17 @@ import (
 	"github.com/ai-dynamo/global-discovery-mcs/registry/store/memory"
 )
 
-// countedReads counts the reads of one Service's exports.
-type countedReads struct {
+// hookedReads is the memory store with a hook run before every read of one Service's
+// exports: to count, fail or hold those reads.
+type hookedReads struct {
 	*memory.Store
-	reads *atomic.Int64
+	before func() error
 }
 
-func (s countedReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
-	s.reads.Add(1)
+func (s hookedReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
+	if err := s.before(); err != nil {
+		return nil, err
+	}
 	return s.Store.ListServiceExports(ctx, cs, k)
 }
 
@@ -34,7 +37,7 @@ func TestEchoCostsNothing(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
 	var merges, reads atomic.Int64
-	c := New(Options{Store: countedReads{st, &reads}, Observer: Observer{Recomputed: func(bool) { merges.Add(1) }}})
+	c := New(Options{Store: hookedReads{st, func() error { reads.Add(1); return nil }}, Observer: Observer{Recomputed: func(bool) { merges.Add(1) }}})
 	now := time.Now()
 	cluster := store.ClusterKey{Clusterset: "prod", ClusterID: "use1-a"}
 	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
@@ -120,19 +123,6 @@ func TestEchoCostsNothing(t *testing.T) {
 	}
 }
 
-// failingReads fails every read of one Service's exports while fail is set.
-type failingReads struct {
-	*memory.Store
-	fail *atomic.Bool
-}
-
-func (s failingReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
-	if s.fail.Load() {
-		return nil, errors.New("the table is unreachable")
-	}
-	return s.Store.ListServiceExports(ctx, cs, k)
-}
-
 // TestFailedApplyReloads: a change the cache cannot apply (its read fails) is an error,
 // and the next read of the clusterset loads it from the store again, so no answer comes
 // from the import the change should have replaced.
@@ -140,7 +130,12 @@ func TestFailedApplyReloads(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
 	var fail atomic.Bool
-	c := New(Options{Store: failingReads{st, &fail}})
+	c := New(Options{Store: hookedReads{st, func() error {
+		if fail.Load() {
+			return errors.New("the table is unreachable")
+		}
+		return nil
+	}}})
 	now := time.Now()
 	cluster := store.ClusterKey{Clusterset: "prod", ClusterID: "use1-a"}
 	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
@@ -171,23 +166,6 @@ func TestFailedApplyReloads(t *testing.T) {
 	}
 }
 
-// blockingReads holds every read of one Service's exports until release is closed, after
-// telling started.
-type blockingReads struct {
-	*memory.Store
-	started chan struct{}
-	release chan struct{}
-}
-
-func (s blockingReads) ListServiceExports(ctx context.Context, cs string, k store.ServiceKey) ([]store.Export, error) {
-	select {
-	case s.started <- struct{}{}:
-	default:
-	}
-	<-s.release
-	return s.Store.ListServiceExports(ctx, cs, k)
-}
-
 // TestCallerThatLeavesDropsNothing: a write whose client cancels while its change waits
 // for the group commit's running batch does not drop the clusterset (a new epoch for
 // every watcher, which controllers take for a registry restart); the batch it joined
@@ -195,8 +173,15 @@ func (s blockingReads) ListServiceExports(ctx context.Context, cs string, k stor
 func TestCallerThatLeavesDropsNothing(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	blocked := blockingReads{Store: st, started: make(chan struct{}, 1), release: make(chan struct{})}
-	c := New(Options{Store: blocked})
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	c := New(Options{Store: hookedReads{st, func() error {
+		select {
+		case started <- struct{}{}: // the first read: its batch is running
+		default:
+		}
+		<-release
+		return nil
+	}}})
 	now := time.Now()
 	if _, err := st.RegisterCluster(ctx, store.Cluster{Clusterset: "prod", ClusterID: "use1-a", LeaseDuration: time.Minute, RegisterTime: now, RenewTime: now}); err != nil {
 		t.Fatal(err)
@@ -210,7 +195,7 @@ func TestCallerThatLeavesDropsNothing(t *testing.T) {
 	go func() {
 		first <- c.Apply(ctx, store.Change{Kind: store.ChangeExport, Clusterset: "prod", Service: router})
 	}()
-	<-blocked.started // the first change's batch is running
+	<-started // the first change's batch is running
 	e, err := st.PutExport(ctx, store.Export{Clusterset: "prod", ClusterID: "use1-a", Service: store.ServiceKey{Namespace: "dynamo", Name: "pool"}, CreateTime: now, UpdateTime: now,
 		Spec: &registryv1.ExportSpec{Type: registryv1.ServiceType_SERVICE_TYPE_CLUSTER_SET_IP, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}}})
 	if err != nil {
@@ -221,7 +206,7 @@ func TestCallerThatLeavesDropsNothing(t *testing.T) {
 	if err := c.Apply(left, store.ExportPut(e)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a change whose caller left: %v, want context.Canceled", err)
 	}
-	close(blocked.release)
+	close(release)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
