@@ -123,7 +123,7 @@ func underFlood(b *testing.B, flood, target string, reg *harness.Registry, c reg
 	cmd := exec.Command(flood, "--target", target, "--from", "127.0.0.2")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	doorBefore := metric(b, reg, `mcs_registry_client_throttled_total{client="address 127.0.0.2"}`)
-	cpuBefore, start := cpuSeconds(reg.Pid()), time.Now()
+	cpuBefore, start := harness.ReadProcStat(reg.Pid()).CPUSeconds, time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func underFlood(b *testing.B, flood, target string, reg *harness.Registry, c reg
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("flood: %v\n%s", err, out.String())
 	}
-	cpu := (cpuSeconds(reg.Pid()) - cpuBefore) / time.Since(start).Seconds()
+	cpu := (harness.ReadProcStat(reg.Pid()).CPUSeconds - cpuBefore) / time.Since(start).Seconds()
 	var r floodResult
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		b.Fatalf("flood output: %v\n%s", err, out.String())

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -89,14 +88,7 @@ func BenchmarkGlobalDiscoveryService10kSlices(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		b.ReportMetric(float64(time.Since(changed).Milliseconds()), "ms-change-to-snapshot")
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", gds.Pid()))
-		for _, l := range strings.Split(string(status), "\n") {
-			if strings.HasPrefix(l, "VmRSS:") {
-				var kb float64
-				_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%f", &kb) // a malformed line reads as 0
-				b.ReportMetric(kb/1024, "RSS-MiB")
-			}
-		}
+		b.ReportMetric(harness.ReadProcStat(gds.Pid()).RSSMiB, "RSS-MiB")
 		gds.Stop(5 * time.Second)
 	}
 }

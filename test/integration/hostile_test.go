@@ -145,7 +145,7 @@ func TestHostileInput(t *testing.T) {
 	_, err = c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Clusterset: "prod", ClusterId: "ctl", Region: "us-east-1\n\x00"})
 	invalid("a region with control characters", err, "region: ")
 
-	if rss := rssMiB(reg.Pid()); rss > 300 {
+	if rss := harness.ReadProcStat(reg.Pid()).RSSMiB; rss > 300 {
 		t.Errorf("registry RSS %.0f MiB after the hostile requests, want under 300 MiB", rss)
 	} else {
 		t.Logf("registry RSS %.0f MiB after the hostile requests", rss)
@@ -384,7 +384,7 @@ func TestDecodeCostOfOneRequest(t *testing.T) {
 		req = protowire.AppendTag(req, 3, protowire.BytesType)
 		req = protowire.AppendBytes(req, export)
 	}
-	base := rssMiB(reg.Pid())
+	base := harness.ReadProcStat(reg.Pid()).RSSMiB
 	for i := range 10 {
 		var out emptypb.Empty
 		err := conn.Invoke(ctx, "/globaldiscoverymcs.registry.v1.RegistryService/SyncExports", rawMessage(req), &out, grpc.ForceCodecV2(rawCodec{}))
@@ -392,7 +392,7 @@ func TestDecodeCostOfOneRequest(t *testing.T) {
 			t.Fatalf("request %d: %s %q; want RESOURCE_EXHAUSTED before decoding", i, st.Code(), st.Message())
 		}
 	}
-	grown := rssMiB(reg.Pid()) - base
+	grown := harness.ReadProcStat(reg.Pid()).RSSMiB - base
 	t.Logf("registry RSS grew by %.0f MiB for ten %d-byte requests", grown, len(req))
 	if grown > 10*float64(len(req))/(1<<20) {
 		t.Errorf("RSS grew by %.0f MiB; want less than 10× one request (%.0f MiB)", grown, 10*float64(len(req))/(1<<20))

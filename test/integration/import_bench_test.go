@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +70,7 @@ func BenchmarkImportScale(b *testing.B) {
 		b.ReportMetric(writes, "writes")
 		b.ReportMetric(writes/took.Seconds(), "writes/s")
 		b.ReportMetric(writes/took.Seconds()/floorRate, "x-writes/s-of-floor")
-		b.ReportMetric(rssMiB(ctl.Pid()), "controller-RSS-MiB")
+		b.ReportMetric(harness.ReadProcStat(ctl.Pid()).RSSMiB, "controller-RSS-MiB")
 		ctl.Stop(10 * time.Second)
 
 		restarted := cl.StartController(b, "mcs-controller-restarted", "--registry-url=http://"+reg.GRPCAddr, "--registry-allow-insecure-http",
@@ -99,16 +98,4 @@ func waitCount(b *testing.B, addr, metric string, want int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func rssMiB(pid int) float64 {
-	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			var kb float64
-			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%f", &kb) // a malformed line reads as 0
-			return kb / 1024
-		}
-	}
-	return 0
 }

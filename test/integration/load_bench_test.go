@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,18 +88,6 @@ func (revisionCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (revisionCodec) Name() string { return "proto" }
-
-// cpuSeconds is the user and system CPU time the process has used.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100 // clock ticks of 10 ms
-}
 
 // BenchmarkRegistryLoad is the registry's load generator. Method: the real mcs-registry on
 // the chosen store; C clusters register, then all C send SyncExports of S Services of E
@@ -187,7 +174,7 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	small := &registryv1.SyncExportsRequest{Clusterset: "prod", ClusterId: "small", Exports: []*registryv1.ExportContent{{
 		Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: "small"}, Spec: relaySpec(80), EndpointGroups: endpoints("10.255.0.1")}}}
 	var smallLat time.Duration
-	cpu0 := cpuSeconds(reg.Pid())
+	cpu0 := harness.ReadProcStat(reg.Pid()).CPUSeconds
 	lat := make([]time.Duration, clusters)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -225,8 +212,8 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	b.ReportMetric(lat[len(lat)/2].Seconds(), "s-call-p50")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "s-call-max")
 	b.ReportMetric(smallLat.Seconds(), "s-small-call-during-load")
-	b.ReportMetric(cpuSeconds(reg.Pid())-cpu0, "s-cpu-load")
-	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-load")
+	b.ReportMetric(harness.ReadProcStat(reg.Pid()).CPUSeconds-cpu0, "s-cpu-load")
+	b.ReportMetric(harness.ReadProcStat(reg.Pid()).RSSMiB, "MiB-rss-load")
 
 	// The floor of the write rate: the same burst with no watch open, once the registry
 	// has settled from the load (its collector still runs for a while).
@@ -308,7 +295,7 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 		<-snapshots
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "s-all-snapshots")
-	b.ReportMetric(rssMiB(reg.Pid()), "MiB-rss-watches")
+	b.ReportMetric(harness.ReadProcStat(reg.Pid()).RSSMiB, "MiB-rss-watches")
 
 	// One write at a time, followed by every watch.
 	var follow, floor []time.Duration

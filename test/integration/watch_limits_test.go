@@ -107,7 +107,7 @@ func TestStuckWatchers(t *testing.T) {
 	c := dial(t, reg.GRPCAddr)
 	fillClusterset(t, ctx, c, 5, 10, 1000) // 50,000 endpoints: a ~2 MB snapshot
 	by := startBystander(t, ctx, c)
-	base := rssMiB(reg.Pid())
+	base := harness.ReadProcStat(reg.Pid()).RSSMiB
 
 	peak := 0.0
 	stopSampling := make(chan struct{})
@@ -115,7 +115,7 @@ func TestStuckWatchers(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			if r := rssMiB(reg.Pid()); r > peak {
+			if r := harness.ReadProcStat(reg.Pid()).RSSMiB; r > peak {
 				peak = r
 			}
 			select {

@@ -106,15 +106,23 @@ func (r *Reconciler) SyncAll(ctx context.Context, generation int64) error {
 // registryHas reports whether the registry holds exactly these exports of this cluster, and
 // if so the registry's verdict on each.
 func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportContent) (map[types.NamespacedName]*registryv1.ExportVerdict, bool, error) {
+	return RegistryHolds(ctx, r.Registry, r.Clusterset, r.ClusterID, want)
+}
+
+// RegistryHolds reports whether the registry holds exactly want as clusterID's exports, and
+// if so the registry's verdict on each: what a controller asks after each registration and
+// every --verify-exports-every renewals before it sends its exports (the fleet simulator
+// asks it the same way).
+func RegistryHolds(ctx context.Context, reg Registry, clusterset, clusterID string, want []*registryv1.ExportContent) (map[types.NamespacedName]*registryv1.ExportVerdict, bool, error) {
 	var exports *registryv1.ListExportsResponse
 	var imports *registryv1.ListImportsResponse
-	err := r.Registry.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+	err := reg.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		var err error
-		exports, err = c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: r.Clusterset, ClusterId: r.ClusterID, IncludeEndpoints: true})
+		exports, err = c.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: clusterset, ClusterId: clusterID, IncludeEndpoints: true})
 		if err != nil {
 			return err
 		}
-		imports, err = c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: r.Clusterset})
+		imports, err = c.ListImports(ctx, &registryv1.ListImportsRequest{Clusterset: clusterset})
 		return err
 	})
 	if registryclient.ClustersetUnknown(err) {
@@ -140,7 +148,7 @@ func (r *Reconciler) registryHas(ctx context.Context, want []*registryv1.ExportC
 	for _, imp := range imports.GetImports() {
 		k := types.NamespacedName{Namespace: imp.GetService().GetNamespace(), Name: imp.GetService().GetName()}
 		if have[k] != nil {
-			verdicts[k] = verdictFrom(imp, r.ClusterID)
+			verdicts[k] = verdictFrom(imp, clusterID)
 		}
 	}
 	return verdicts, true, nil

@@ -150,6 +150,9 @@ type PoolOptions struct {
 	Logger      *slog.Logger
 	Metrics     Metrics
 	CallTimeout time.Duration
+	// DialOptions are added to every connection's (the fleet simulator decodes the
+	// watches of many simulated clusters with one shared codec).
+	DialOptions []grpc.DialOption
 }
 
 // reconnect bounds how long a connection waits between attempts to reach a registry that
@@ -175,11 +178,13 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		if t.Secure {
 			creds = &filesCreds{config: opts.TLS, serverName: t.Host}
 		}
-		cc, err := grpc.NewClient(t.Address,
+		dial := append([]grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 			grpc.WithConnectParams(reconnect),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256 << 20)),
+		}, opts.DialOptions...)
+		cc, err := grpc.NewClient(t.Address, dial...)
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("registry %s: %w", t.URL, err)

@@ -1,0 +1,142 @@
+// Package fleet runs the fleet simulator (controller/internal/cmd/mcs-fleet) against the
+// real registry: a test that a hundred simulated clusters converge, follow churn and come
+// back after a restart, and the benchmark behind docs/registry.md's "Scale" table.
+package fleet
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
+)
+
+// TestFleetConverges: 100 simulated clusters (20 Services of 10 endpoints each, the same
+// names in every cluster) register with a memory registry and converge; follow 10 flips a
+// second for 5 s with none lost; and after the registry restarts empty, every cluster is
+// served again with no cluster ever without another's endpoints (the controller's hold).
+func TestFleetConverges(t *testing.T) {
+	reg := harness.StartRegistry(t, "--store=memory")
+	events := harness.RunFleet(t, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", "100",
+		"--steady", "2s", "--churn", "5s", "--churn-rate", "10", "--restart", "--converge-timeout", "2m"},
+		func(ev harness.FleetEvent) {
+			if ev.Event == "restart_await" {
+				reg.Restart(t)
+			}
+		})
+	got := map[string]harness.FleetEvent{}
+	for _, ev := range events {
+		got[ev.Event] = ev
+	}
+	steady, churn, back := got["steady_end"], got["churn_end"].Churn, got["restart_end"].Restart
+	if churn == nil || back == nil {
+		t.Fatalf("the simulator did not report every phase: %+v", events)
+	}
+	if steady.VerifyErrors+steady.SyncErrors > 0 || steady.Syncs < 100 {
+		t.Errorf("steady state: %d syncs (want 100, one per cluster), %d failed checks, %d failed syncs; last error %q", steady.Syncs, steady.VerifyErrors, steady.SyncErrors, steady.LastError)
+	}
+	if churn.Flips < 25 || churn.PutErrors > 0 || churn.Missed > 0 {
+		t.Errorf("churn: %d flips (want at least 25), %d refused, %d not seen by every cluster", churn.Flips, churn.PutErrors, churn.Missed)
+	}
+	if back.WithoutSeconds > 0 {
+		t.Errorf("after the registry restarted, %d clusters spent up to %.1f s without another cluster's endpoints (%s); want none", back.ClustersWithout, back.WithoutSeconds, back.Example)
+	}
+	t.Logf("converged in %.1f s; flips to all 100 clusters p50 %.1f ms, p99 %.1f ms (PutExport p50 %.1f ms); served again %.1f s after the restart",
+		got["converged"].Seconds, churn.AllP50, churn.AllP99, churn.PutP50, back.ServedAgainSeconds)
+}
+
+// BenchmarkFleet measures the registry with a fleet of simulated clusters. Method: for each
+// size N of FLEET_CLUSTERS (default 100,300,1000), a new memory registry and the fleet
+// simulator (one process: N clusters, each with the controller's own pool, session and
+// import watch, S=20 Services of E=10 endpoints, the controller's default lease, renewal
+// and export check, all starting at once). Measured from outside the registry
+// (/proc/<pid>): CPU cores, RSS, threads and bytes written per second over the steady
+// phase (FLEET_STEADY, default 30s; renewals and export checks, no change), and the
+// goroutines from its /metrics; from the simulator: the time to converge, one readiness
+// flip (5 a second for FLEET_CHURN, default 30s) until every cluster's watch shows it
+// (p50/p99) against its floor, the PutExport's own round trip in the same run, and the
+// bytes each watch received per flip; then the registry restarts (empty): the time until
+// every cluster is served again and the longest any cluster was without another's
+// endpoints.
+//
+//	cd test && go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./fleet/
+func BenchmarkFleet(b *testing.B) {
+	sizes := []int{100, 300, 1000}
+	if v := os.Getenv("FLEET_CLUSTERS"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				b.Fatalf("FLEET_CLUSTERS=%q: a comma-separated list of cluster counts", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	steady, churn := envDuration(b, "FLEET_STEADY", 30*time.Second), envDuration(b, "FLEET_CHURN", 30*time.Second)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("memory/clusters=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				runFleet(b, n, steady, churn)
+			}
+		})
+	}
+}
+
+func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("%s=%q: a positive duration", name, v)
+	}
+	return d
+}
+
+func runFleet(b *testing.B, n int, steady, churn time.Duration) {
+	reg := harness.StartRegistry(b, "--store=memory")
+	var before, after harness.ProcStat
+	var t0, t1 time.Time
+	var goroutines float64
+	events := harness.RunFleet(b, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
+		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--restart", "--converge-timeout", "10m"},
+		func(ev harness.FleetEvent) {
+			switch ev.Event {
+			case "steady_begin":
+				before, t0 = harness.ReadProcStat(reg.Pid()), time.Now()
+			case "steady_end":
+				after, t1 = harness.ReadProcStat(reg.Pid()), time.Now()
+				goroutines = harness.Metric(b, "http://"+reg.AdminAddr+"/metrics", "go_goroutines")
+			case "restart_await":
+				reg.Restart(b)
+			}
+		})
+	got := map[string]harness.FleetEvent{}
+	for _, ev := range events {
+		got[ev.Event] = ev
+	}
+	c, back := got["churn_end"].Churn, got["restart_end"].Restart
+	if c == nil || back == nil {
+		b.Fatalf("the simulator did not report every phase: %+v", events)
+	}
+	secs := t1.Sub(t0).Seconds()
+	b.ReportMetric(got["converged"].Seconds, "s-converge")
+	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/secs, "cores-steady")
+	b.ReportMetric(after.RSSMiB, "MiB-rss-steady")
+	b.ReportMetric(goroutines, "goroutines-steady")
+	b.ReportMetric(float64(after.WrittenBytes-before.WrittenBytes)/secs, "B/s-written-steady")
+	b.ReportMetric(c.AllP50, "ms-flip-to-all-p50")
+	b.ReportMetric(c.AllP99, "ms-flip-to-all-p99")
+	b.ReportMetric(c.PutP50, "ms-floor-put-p50")
+	b.ReportMetric(float64(c.Missed+c.PutErrors), "flips-lost")
+	if c.Flips > 0 {
+		b.ReportMetric(float64(c.WatchBytes)/float64(c.Flips)/float64(n), "B/flip-per-watch")
+	}
+	b.ReportMetric(back.ServedAgainSeconds, "s-served-after-restart")
+	b.ReportMetric(back.WithoutSeconds, "s-without-endpoints")
+	b.ReportMetric(float64(back.WatchBytes)/float64(n)/(1<<20), "MiB/watch-restart")
+}
