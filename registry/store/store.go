@@ -212,6 +212,12 @@ type Store interface {
 	SyncExports(ctx context.Context, key ClusterKey, exports []Export) ([]Export, []ServiceKey, error)
 	// ListExports returns the exports of a clusterset, sorted by service, then cluster id.
 	ListExports(ctx context.Context, clusterset string) ([]Export, error)
+	// ListClusterExports returns one cluster's exports, sorted by Service, and its export
+	// items no read can decode: what ListExports and ListUnreadable hold of that cluster,
+	// without reading (memory) or decoding (DynamoDB) the other clusters' exports. Every
+	// controller asks for it periodically (--verify-exports-every), so its cost must not
+	// grow with the clusterset. An unknown cluster has none.
+	ListClusterExports(ctx context.Context, key ClusterKey) ([]Export, []Unreadable, error)
 	// ListServiceExports returns every cluster's export of one Service, sorted by cluster id.
 	ListServiceExports(ctx context.Context, clusterset string, svc ServiceKey) ([]Export, error)
 

@@ -175,11 +175,23 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 	if err := invalidRead(req.GetClusterset(), req.GetClusterId(), req.GetNamespace()); err != nil {
 		return nil, err
 	}
-	exports, err := s.store.ListExports(ctx, req.GetClusterset())
+	var exports []store.Export
+	var bad []store.Unreadable
+	var err error
+	if id := req.GetClusterId(); id != "" {
+		// One cluster's: every controller's periodic check of its exports, whose cost
+		// must not grow with the clusterset.
+		exports, bad, err = s.store.ListClusterExports(ctx, store.ClusterKey{Clusterset: req.GetClusterset(), ClusterID: id})
+	} else {
+		exports, err = s.store.ListExports(ctx, req.GetClusterset())
+		if err == nil {
+			bad, err = s.store.ListUnreadable(ctx, req.GetClusterset())
+		}
+	}
 	if err != nil {
 		return nil, s.storeError("list exports", err)
 	}
-	if len(exports) == 0 {
+	if len(exports) == 0 && len(bad) == 0 {
 		// Only a registered cluster can export, so the cluster list is read only to tell
 		// an unknown clusterset from one that exports nothing.
 		clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
@@ -189,10 +201,6 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 		if len(clusters) == 0 {
 			return nil, errClustersetUnknown(req.GetClusterset())
 		}
-	}
-	bad, err := s.store.ListUnreadable(ctx, req.GetClusterset())
-	if err != nil {
-		return nil, s.storeError("list unreadable items", err)
 	}
 	wanted := func(clusterID string, svc store.ServiceKey) bool {
 		return (req.GetClusterId() == "" || clusterID == req.GetClusterId()) && (req.GetNamespace() == "" || svc.Namespace == req.GetNamespace())

@@ -128,7 +128,7 @@ func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGr
 // listExports reads exports with a sort-key prefix, retrying when a large export changed
 // while its chunks were read. An export that cannot be read is skipped and reported.
 func (st *Store) listExports(ctx context.Context, clusterset, prefix string) ([]store.Export, error) {
-	out, bad, err := st.readExports(ctx, clusterset, prefix)
+	out, bad, err := st.readExports(ctx, clusterset, prefix, nil)
 	for _, b := range bad {
 		st.badItem(pk(clusterset), b.Key, errors.New(b.Reason))
 	}
@@ -136,8 +136,8 @@ func (st *Store) listExports(ctx context.Context, clusterset, prefix string) ([]
 }
 
 // readExports reads exports with a sort-key prefix: those it can decode, and those it
-// cannot (bad items).
-func (st *Store) readExports(ctx context.Context, clusterset, prefix string) ([]store.Export, []store.Unreadable, error) {
+// cannot (bad items); with keep, only the items whose sort key it keeps are decoded.
+func (st *Store) readExports(ctx context.Context, clusterset, prefix string, keep func(sk string) bool) ([]store.Export, []store.Unreadable, error) {
 	for attempt := 0; ; attempt++ {
 		items, err := st.query(ctx, clusterset, prefix)
 		if err != nil {
@@ -147,6 +147,9 @@ func (st *Store) readExports(ctx context.Context, clusterset, prefix string) ([]
 		var bad []store.Unreadable
 		retry := false
 		for _, it := range items {
+			if keep != nil && !keep(getS(it, attrSK)) {
+				continue
+			}
 			e, err := st.exportFrom(ctx, clusterset, it)
 			if errors.Is(err, errConcurrentWrite) && attempt < 5 {
 				retry = true
@@ -197,7 +200,7 @@ func (st *Store) ListUnreadable(ctx context.Context, clusterset string) ([]store
 			bad = append(bad, unreadable(clusterset, getS(it, attrSK), err))
 		}
 	}
-	_, badExports, err := st.readExports(ctx, clusterset, "EXPORT#")
+	_, badExports, err := st.readExports(ctx, clusterset, "EXPORT#", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +214,28 @@ func (st *Store) ListUnreadable(ctx context.Context, clusterset string) ([]store
 // ListExports implements store.Store.
 func (st *Store) ListExports(ctx context.Context, clusterset string) ([]store.Export, error) {
 	return st.listExports(ctx, clusterset, "EXPORT#")
+}
+
+// ListClusterExports implements store.Store. Export items are keyed by Service first, so
+// this still queries the clusterset's export keys (DynamoDB reads, and charges, the whole
+// partition's export items), but it decodes, and reads the endpoint chunks of, the
+// cluster's alone.
+func (st *Store) ListClusterExports(ctx context.Context, key store.ClusterKey) ([]store.Export, []store.Unreadable, error) {
+	out, bad, err := st.readExports(ctx, key.Clusterset, "EXPORT#", func(sk string) bool {
+		ek, err := parseExportSK(sk)
+		return err != nil || ek.ClusterID == key.ClusterID // an unparsable key is reported below
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	mine := bad[:0]
+	for _, b := range bad {
+		if b.ClusterID == key.ClusterID {
+			st.badItem(pk(key.Clusterset), b.Key, errors.New(b.Reason))
+			mine = append(mine, b)
+		}
+	}
+	return out, mine, nil
 }
 
 // ListServiceExports implements store.Store.

@@ -312,6 +312,24 @@ func (s *Store) ListExports(_ context.Context, clustersetName string) ([]store.E
 	return out, nil
 }
 
+// ListClusterExports implements store.Store: one look-up per Service of the clusterset.
+func (s *Store) ListClusterExports(_ context.Context, key store.ClusterKey) ([]store.Export, []store.Unreadable, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cs := s.set(key.Clusterset, false)
+	if cs == nil {
+		return nil, nil, nil
+	}
+	var out []store.Export
+	for _, byCluster := range cs.exports {
+		if e, ok := byCluster[key.ClusterID]; ok {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Service.Less(out[j].Service) })
+	return out, nil, nil
+}
+
 // ListServiceExports implements store.Store.
 func (s *Store) ListServiceExports(_ context.Context, clustersetName string, svc store.ServiceKey) ([]store.Export, error) {
 	s.mu.RLock()

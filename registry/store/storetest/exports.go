@@ -122,6 +122,45 @@ func testListExportsSorted(t *testing.T, s store.Store) {
 	}
 }
 
+func testListClusterExports(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"b", "a"} {
+		mustRegister(t, s, cluster("prod", id, t0))
+	}
+	mustRegister(t, s, cluster("other", "a", t0))
+	for _, e := range []store.Export{
+		export("prod", "b", "z", "svc", 80, t0), export("prod", "a", "z", "svc", 81, t0),
+		export("prod", "b", "a", "svc", 80, t0), export("prod", "a", "a", "xyz", 80, t0),
+		export("other", "a", "q", "svc", 80, t0),
+	} {
+		mustPut(t, s, e)
+	}
+	for _, tc := range []struct {
+		key  store.ClusterKey
+		want string
+	}{
+		{store.ClusterKey{Clusterset: "prod", ClusterID: "a"}, "[a/xyz@a:80 z/svc@a:81]"},
+		{store.ClusterKey{Clusterset: "prod", ClusterID: "b"}, "[a/svc@b:80 z/svc@b:80]"},
+		{store.ClusterKey{Clusterset: "prod", ClusterID: "ghost"}, "[]"},
+		{store.ClusterKey{Clusterset: "nowhere", ClusterID: "a"}, "[]"},
+	} {
+		list, bad, err := s.ListClusterExports(ctx, tc.key)
+		if err != nil || len(bad) != 0 {
+			t.Fatalf("ListClusterExports(%v) = %v, %v, %v", tc.key, list, bad, err)
+		}
+		got := []string{}
+		for _, e := range list {
+			got = append(got, fmt.Sprintf("%s@%s:%d", e.Service, e.ClusterID, e.Spec.GetPorts()[0].GetPort()))
+			if len(e.EndpointGroups) == 0 {
+				t.Errorf("ListClusterExports(%v): %s without its endpoints", tc.key, e.Service)
+			}
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("ListClusterExports(%v) = %v, want %s", tc.key, got, tc.want)
+		}
+	}
+}
+
 // testLargeEndpointSet stores 10,000 endpoints in one export: more than one DynamoDB item
 // holds, so a store must split them and join them back unchanged.
 func testLargeEndpointSet(t *testing.T, s store.Store) {

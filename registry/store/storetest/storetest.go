@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SyncExportsReplacesSet", testSyncExportsReplacesSet},
 		{"SyncExportsMany", testSyncExportsMany},
 		{"ListExportsSorted", testListExportsSorted},
+		{"ListClusterExports", testListClusterExports},
 		{"LargeEndpointSet", testLargeEndpointSet},
 		{"ChangesDelivered", testChangesDelivered},
 		{"ConcurrentWriters", testConcurrentWriters},
