@@ -76,6 +76,8 @@ type Session interface {
 // Imports is what the exporter reads of the registry's imports.
 type Imports interface {
 	Get(k types.NamespacedName) *registryv1.ServiceImport
+	// Synced: a snapshot has been received, so Get shows the registry's imports.
+	Synced() bool
 }
 
 // Metrics are the exporter's hooks. Any field may be nil.

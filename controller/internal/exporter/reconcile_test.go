@@ -71,6 +71,8 @@ type noImports struct{}
 
 func (noImports) Get(types.NamespacedName) *registryv1.ServiceImport { return nil }
 
+func (noImports) Synced() bool { return false }
+
 var key = types.NamespacedName{Namespace: "dynamo", Name: "router"}
 
 func exportObjects(withService bool) []client.Object {
