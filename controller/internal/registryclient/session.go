@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -48,7 +49,9 @@ type Session struct {
 	offset   time.Duration
 	clockOK  bool
 	renewals int
-	kick     chan struct{}
+	// verifyPhase: the renewals r with r % VerifyEvery == verifyPhase check the exports.
+	verifyPhase int
+	kick        chan struct{}
 	// problem says why the last registration or renewal failed; "" after a success.
 	problem string
 }
@@ -135,8 +138,13 @@ func (s *Session) Run(ctx context.Context, l SessionListener) error {
 	}
 	wasValid, wasProblem := false, ""
 	for {
-		wait := s.RenewInterval
+		s.mu.Lock()
+		gen := s.generation
+		s.mu.Unlock()
 		err := s.step(ctx)
+		s.mu.Lock()
+		wait := renewWait(s.RenewInterval, s.generation != gen)
+		s.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
 			return nil
 		}
@@ -167,6 +175,22 @@ func (s *Session) Run(ctx context.Context, l SessionListener) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// renewWait is the wait before the next renewal: up to a tenth of the interval early, and
+// after a registration anywhere in its second half. Clusters that registered together (a
+// registry restart brings back every cluster within seconds) would otherwise renew, and
+// check their exports every VerifyEvery renewals, in one burst for good; a renewal that
+// comes early only renews sooner.
+func renewWait(interval time.Duration, registered bool) time.Duration {
+	early := interval / 10
+	if registered {
+		early = interval / 2
+	}
+	if early <= 0 {
+		return interval
+	}
+	return interval - rand.N(early) //nolint:gosec // spreading timers needs no secret
 }
 
 // maxClockRoundTrip bounds the round trip of a renewal the clock offset is taken from: the
@@ -213,7 +237,7 @@ func (s *Session) step(ctx context.Context) error {
 			s.mu.Lock()
 			s.lastRenew = time.Now()
 			s.renewals++
-			verify := s.VerifyEvery > 0 && s.renewals%s.VerifyEvery == 0
+			verify := s.VerifyEvery > 0 && s.renewals%s.VerifyEvery == s.verifyPhase
 			gen := s.generation
 			s.mu.Unlock()
 			if verify {
@@ -256,6 +280,11 @@ func (s *Session) step(ctx context.Context) error {
 	s.lastRenew = start
 	s.generation++
 	gen := s.generation
+	if s.VerifyEvery > 0 {
+		// Which renewal of every VerifyEvery checks the exports, drawn per registration
+		// for the reason of renewWait.
+		s.verifyPhase = rand.IntN(s.VerifyEvery) //nolint:gosec // spreading timers needs no secret
+	}
 	s.mu.Unlock()
 	if err := s.registeredAgain(ctx, gen); err != nil {
 		return fmt.Errorf("send exports after registering: %w", err)
