@@ -6,6 +6,7 @@ package fleet
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ import (
 // served again with no cluster ever without another's endpoints (the controller's hold).
 func TestFleetConverges(t *testing.T) {
 	reg := harness.StartRegistry(t, "--store=memory")
-	events := harness.RunFleet(t, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", "100",
+	events, _ := harness.RunFleet(t, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", "100",
 		"--steady", "2s", "--churn", "5s", "--churn-rate", "10", "--restart", "--converge-timeout", "2m"},
 		func(ev harness.FleetEvent) {
 			if ev.Event == "restart_await" {
@@ -54,13 +55,14 @@ func TestFleetConverges(t *testing.T) {
 // import watch, S=20 Services of E=10 endpoints, the controller's default lease, renewal
 // and export check, all starting at once). Measured from outside the registry
 // (/proc/<pid>): CPU cores, RSS, threads and bytes written per second over the steady
-// phase (FLEET_STEADY, default 30s; renewals and export checks, no change), and the
+// phase (FLEET_STEADY, default 70s: every cluster renews 7 times and checks its exports
+// once, at the controller's defaults; no change), and the
 // goroutines from its /metrics; from the simulator: the time to converge, one readiness
 // flip (5 a second for FLEET_CHURN, default 30s) until every cluster's watch shows it
 // (p50/p99) against its floor, the PutExport's own round trip in the same run, and the
 // bytes each watch received per flip; then the registry restarts (empty): the time until
 // every cluster is served again and the longest any cluster was without another's
-// endpoints.
+// endpoints. FLEET_LOG=<folder> keeps the registry's and the simulator's logs.
 //
 //	cd test && go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./fleet/
 func BenchmarkFleet(b *testing.B) {
@@ -75,7 +77,7 @@ func BenchmarkFleet(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	steady, churn := envDuration(b, "FLEET_STEADY", 30*time.Second), envDuration(b, "FLEET_CHURN", 30*time.Second)
+	steady, churn := envDuration(b, "FLEET_STEADY", 70*time.Second), envDuration(b, "FLEET_CHURN", 30*time.Second)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("memory/clusters=%d", n), func(b *testing.B) {
 			for b.Loop() {
@@ -102,7 +104,7 @@ func runFleet(b *testing.B, n int, steady, churn time.Duration) {
 	var before, after harness.ProcStat
 	var t0, t1 time.Time
 	var goroutines float64
-	events := harness.RunFleet(b, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
+	events, simLog := harness.RunFleet(b, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
 		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--restart", "--converge-timeout", "10m"},
 		func(ev harness.FleetEvent) {
 			switch ev.Event {
@@ -115,6 +117,11 @@ func runFleet(b *testing.B, n int, steady, churn time.Duration) {
 				reg.Restart(b)
 			}
 		})
+	if dir := os.Getenv("FLEET_LOG"); dir != "" {
+		// The registry's and the simulator's logs, for a closer look.
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("registry-%d.log", n)), []byte(reg.Output()), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("fleet-%d.log", n)), []byte(simLog), 0o644)
+	}
 	got := map[string]harness.FleetEvent{}
 	for _, ev := range events {
 		got[ev.Event] = ev

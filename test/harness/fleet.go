@@ -84,9 +84,10 @@ func FleetSimulator(tb testing.TB) string {
 
 // RunFleet runs the fleet simulator with args until it exits, calling on with each event
 // as it is printed (the caller measures the registry between them), and returns every
-// event. At restart_await (with --restart) it tells the simulator that the restart begins,
-// then calls on, which restarts the registry. The test fails when the simulator fails.
-func RunFleet(tb testing.TB, args []string, on func(FleetEvent)) []FleetEvent {
+// event and the simulator's log. At restart_await (with --restart) it tells the simulator
+// that the restart begins, then calls on, which restarts the registry. The test fails when
+// the simulator fails.
+func RunFleet(tb testing.TB, args []string, on func(FleetEvent)) ([]FleetEvent, string) {
 	tb.Helper()
 	cmd := exec.Command(FleetSimulator(tb), args...)
 	var stderr syncBuffer
@@ -125,7 +126,7 @@ func RunFleet(tb testing.TB, args []string, on func(FleetEvent)) []FleetEvent {
 	if err := cmd.Wait(); err != nil {
 		tb.Fatalf("fleet simulator: %v\n%s", err, tail(stderr.String(), 40))
 	}
-	return events
+	return events, stderr.String()
 }
 
 // tail is the last n lines of s.

@@ -51,6 +51,7 @@ type Fleet struct {
 	cfg     Config
 	codec   *sharedCodec
 	members []*member
+	ids     []string // the clusters' IDs, by index
 	keys    []types.NamespacedName
 	flips   *flips
 	rng     *rand.Rand
@@ -120,6 +121,7 @@ func New(cfg Config) (*Fleet, error) {
 	f.flips = newFlips(f)
 	for i := range cfg.Clusters {
 		id := clusterID(i)
+		f.ids = append(f.ids, id)
 		// The simulated cluster's own log is quiet: a thousand of them would drown the report.
 		quiet := slog.New(slog.DiscardHandler)
 		pool, err := registryclient.NewPool(registryclient.PoolOptions{

@@ -33,8 +33,10 @@ type member struct {
 
 	mu      sync.Mutex
 	exports []*registryv1.ExportContent
-	// complete: the Services whose import holds every cluster of the fleet.
-	complete map[types.NamespacedName]bool
+	// complete: the Services whose import holds every cluster of the fleet; completeN
+	// counts them.
+	complete  map[types.NamespacedName]bool
+	completeN atomic.Int32
 }
 
 // Registered sends the cluster's exports after a registration and every VerifyEvery
@@ -43,7 +45,7 @@ func (m *member) Registered(ctx context.Context, _ int64) error {
 	m.mu.Lock()
 	want := slices.Clone(m.exports)
 	m.mu.Unlock()
-	_, same, err := exporter.RegistryHolds(ctx, m.pool, m.fleet.cfg.Clusterset, m.id, want)
+	_, same, err := exporter.RegistryHolds(ctx, m.pool, m.watch, m.fleet.cfg.Clusterset, m.id, want)
 	m.fleet.count(&m.fleet.stats.verifies, err)
 	if err == nil && same {
 		return nil
@@ -72,6 +74,11 @@ func (m *member) ImportsChanged(_ context.Context, keys []types.NamespacedName) 
 		now := len(m.watch.Get(k).GetClusters()) == n
 		if was != now {
 			m.complete[k] = now
+			if now {
+				m.completeN.Add(1)
+			} else {
+				m.completeN.Add(-1)
+			}
 			m.fleet.completed(now)
 		}
 	}

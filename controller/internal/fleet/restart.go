@@ -83,6 +83,9 @@ func (f *Fleet) allFollow(t time.Time) bool {
 // part that the controller would not keep either, and that cluster; "" when none does.
 func (m *member) lacksOthers() string {
 	n := m.fleet.cfg.Clusters
+	if int(m.completeN.Load()) == len(m.fleet.keys) {
+		return ""
+	}
 	for _, k := range m.fleet.keys {
 		cls := m.watch.Get(k).GetClusters()
 		if len(cls) == n {
@@ -90,8 +93,7 @@ func (m *member) lacksOthers() string {
 		}
 		// Clusters are sorted by ID, and IDs are sim-0000...: walk both in order.
 		j := 0
-		for i := range n {
-			id := clusterID(i)
+		for i, id := range m.fleet.ids {
 			if j < len(cls) && cls[j].GetClusterId() == id {
 				j++
 				continue
