@@ -44,6 +44,7 @@ func run() error {
 		rate                           float64
 		pprofAddr                      string
 		restart                        bool
+		seed                           int
 	)
 	fs := flag.NewFlagSet("mcs-fleet", flag.ContinueOnError)
 	fs.StringVar(&urls, "registry-url", "", "The registry's gRPC URLs, http:// only, comma-separated in failover order.")
@@ -56,7 +57,7 @@ func run() error {
 	fs.DurationVar(&cfg.RenewInterval, "renew-interval", 10*time.Second, "The controller's --renew-interval.")
 	fs.IntVar(&cfg.VerifyEvery, "verify-exports-every", 6, "The controller's --verify-exports-every.")
 	fs.DurationVar(&cfg.StartSpread, "start-spread", 0, "The clusters start evenly over this long.")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "Seed of the churn's choices.")
+	fs.IntVar(&seed, "seed", 1, "Seed of the churn's choices.")
 	fs.DurationVar(&limit, "converge-timeout", 5*time.Minute, "How long the fleet may take to converge.")
 	fs.DurationVar(&steady, "steady", 30*time.Second, "The steady-state phase after convergence, without churn.")
 	fs.DurationVar(&churn, "churn", 30*time.Second, "The churn phase.")
@@ -80,7 +81,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cfg.Targets, cfg.Regions = targets, strings.Split(regions, ",")
+	cfg.Targets, cfg.Regions, cfg.Seed = targets, strings.Split(regions, ","), uint64(seed) //nolint:gosec // any seed will do
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
