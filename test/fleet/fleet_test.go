@@ -4,6 +4,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 	"github.com/ai-dynamo/global-discovery-mcs/test/harness"
 )
 
@@ -62,7 +64,10 @@ func TestFleetConverges(t *testing.T) {
 // (p50/p99) against its floor, the PutExport's own round trip in the same run, and the
 // bytes each watch received per flip; then the registry restarts (empty): the time until
 // every cluster is served again and the longest any cluster was without another's
-// endpoints. FLEET_LOG=<folder> keeps the registry's and the simulator's logs.
+// endpoints. FLEET_STORES=memory,dynamodb adds the DynamoDB store (one replica on dynoxide;
+// its steady phase also reports the capacity units per cluster-hour by operation, from the
+// registry's mcs_registry_dynamodb_capacity_units_total; no restart). FLEET_LOG=<folder>
+// keeps the registry's and the simulator's logs.
 //
 //	cd test && go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./fleet/
 func BenchmarkFleet(b *testing.B) {
@@ -77,14 +82,51 @@ func BenchmarkFleet(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	steady, churn := envDuration(b, "FLEET_STEADY", 70*time.Second), envDuration(b, "FLEET_CHURN", 30*time.Second)
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("memory/clusters=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				runFleet(b, n, steady, churn)
-			}
-		})
+	stores := strings.Split(os.Getenv("FLEET_STORES"), ",")
+	if stores[0] == "" {
+		stores = []string{"memory"}
 	}
+	steady, churn := envDuration(b, "FLEET_STEADY", 70*time.Second), envDuration(b, "FLEET_CHURN", 30*time.Second)
+	for _, st := range stores {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/clusters=%d", st, n), func(b *testing.B) {
+				for b.Loop() {
+					runFleet(b, st, n, steady, churn)
+				}
+			})
+		}
+	}
+}
+
+// fleetRegistry starts the registry of one store: memory, or dynamodb (one replica on
+// dynoxide).
+func fleetRegistry(b *testing.B, st string) *harness.Registry {
+	switch st {
+	case "memory":
+		return harness.StartRegistry(b, "--store=memory")
+	case "dynamodb":
+		d := harness.StartDynamoDB(b)
+		table := harness.TableName(b)
+		if _, err := dynamostore.CreateTable(context.Background(), d.Client(), table); err != nil {
+			b.Fatal(err)
+		}
+		return harness.StartRegistry(b, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint)
+	}
+	b.Fatalf("FLEET_STORES: unknown store %q (memory, dynamodb)", st)
+	return nil
+}
+
+// capacity is the registry's DynamoDB capacity units so far, by operation.
+func capacity(b *testing.B, reg *harness.Registry) map[string]float64 {
+	samples, err := harness.Samples(harness.Scrape(b, "http://"+reg.AdminAddr+"/metrics"), "mcs_registry_dynamodb_capacity_units_total")
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range samples {
+		out[s.Labels["operation"]] += s.Value
+	}
+	return out
 }
 
 func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
@@ -99,20 +141,32 @@ func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
 	return d
 }
 
-func runFleet(b *testing.B, n int, steady, churn time.Duration) {
-	reg := harness.StartRegistry(b, "--store=memory")
+func runFleet(b *testing.B, st string, n int, steady, churn time.Duration) {
+	reg := fleetRegistry(b, st)
 	var before, after harness.ProcStat
 	var t0, t1 time.Time
 	var goroutines float64
-	events, simLog := harness.RunFleet(b, []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
-		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--restart", "--converge-timeout", "10m"},
+	var cu0, cu1 map[string]float64
+	args := []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
+		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--converge-timeout", "10m"}
+	restart := st == "memory" // a DynamoDB replica's restart is not measured yet
+	if restart {
+		args = append(args, "--restart")
+	}
+	events, simLog := harness.RunFleet(b, args,
 		func(ev harness.FleetEvent) {
 			switch ev.Event {
 			case "steady_begin":
 				before, t0 = harness.ReadProcStat(reg.Pid()), time.Now()
+				if st == "dynamodb" {
+					cu0 = capacity(b, reg)
+				}
 			case "steady_end":
 				after, t1 = harness.ReadProcStat(reg.Pid()), time.Now()
 				goroutines = harness.Metric(b, "http://"+reg.AdminAddr+"/metrics", "go_goroutines")
+				if st == "dynamodb" {
+					cu1 = capacity(b, reg)
+				}
 			case "restart_await":
 				reg.Restart(b)
 			}
@@ -127,10 +181,13 @@ func runFleet(b *testing.B, n int, steady, churn time.Duration) {
 		got[ev.Event] = ev
 	}
 	c, back := got["churn_end"].Churn, got["restart_end"].Restart
-	if c == nil || back == nil {
+	if c == nil || (restart && back == nil) {
 		b.Fatalf("the simulator did not report every phase: %+v", events)
 	}
 	secs := t1.Sub(t0).Seconds()
+	for op, v := range cu1 {
+		b.ReportMetric((v-cu0[op])/secs*3600/float64(n), "CU-"+op+"/cluster-hour")
+	}
 	b.ReportMetric(got["converged"].Seconds, "s-converge")
 	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/secs, "cores-steady")
 	b.ReportMetric(after.RSSMiB, "MiB-rss-steady")
@@ -143,7 +200,9 @@ func runFleet(b *testing.B, n int, steady, churn time.Duration) {
 	if c.Flips > 0 {
 		b.ReportMetric(float64(c.WatchBytes)/float64(c.Flips)/float64(n), "B/flip-per-watch")
 	}
-	b.ReportMetric(back.ServedAgainSeconds, "s-served-after-restart")
-	b.ReportMetric(back.WithoutSeconds, "s-without-endpoints")
-	b.ReportMetric(float64(back.WatchBytes)/float64(n)/(1<<20), "MiB/watch-restart")
+	if back != nil {
+		b.ReportMetric(back.ServedAgainSeconds, "s-served-after-restart")
+		b.ReportMetric(back.WithoutSeconds, "s-without-endpoints")
+		b.ReportMetric(float64(back.WatchBytes)/float64(n)/(1<<20), "MiB/watch-restart")
+	}
 }

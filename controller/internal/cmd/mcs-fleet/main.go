@@ -99,7 +99,9 @@ func run() error {
 	select {
 	case <-f.Converged():
 	case <-time.After(limit):
-		return fmt.Errorf("not converged after %s: %d of %d cluster views of a Service hold every cluster", limit, f.Complete(), cfg.Clusters*cfg.Services)
+		verifies, verifyErrors, syncs, syncErrors := f.Calls()
+		return fmt.Errorf("not converged after %s: %d of %d cluster views of a Service hold every cluster (export checks %d, failed %d; syncs %d, failed %d; last error: %q)",
+			limit, f.Complete(), cfg.Clusters*cfg.Services, verifies, verifyErrors, syncs, syncErrors, f.LastError())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
