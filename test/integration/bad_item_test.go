@@ -135,6 +135,27 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 			t.Errorf("unreadable items through replica %s: %s", name, got)
 		}
 	}
+	// One cluster's list (a controller's export check) holds its own bad items and no
+	// other cluster's.
+	mine, err := cc.ListExports(ctx, &registryv1.ListExportsRequest{Clusterset: "prod", ClusterId: "a"})
+	if err != nil {
+		t.Fatalf("cluster a's exports: %v", err)
+	}
+	var mineBad, mineGood []string
+	for _, u := range mine.GetUnreadable() {
+		mineBad = append(mineBad, u.GetKey())
+	}
+	for _, e := range mine.GetExports() {
+		mineGood = append(mineGood, e.GetClusterId()+":"+e.GetService().GetName())
+	}
+	if got := strings.Join(mineBad, ","); got != "EXPORT#dynamo/ghost#a,EXPORT#dynamo/huge#a" {
+		t.Errorf("cluster a's unreadable items: %s; want its two", got)
+	}
+	for _, e := range mineGood {
+		if !strings.HasPrefix(e, "a:") {
+			t.Errorf("cluster a's exports hold %s", e)
+		}
+	}
 	for name, r := range map[string]*harness.Registry{"A": a, "B": b, "new": c} {
 		waitMetricAtLeast(t, r.AdminAddr, "mcs_registry_store_bad_items_total", 1)
 		for _, key := range []string{"sk=EXPORT#dynamo/ghost#a", "sk=EXPORT#dynamo/big#big"} {

@@ -134,13 +134,11 @@ loop:
 			}()
 			// The flip is awaited before it is sent, so no cluster can show it unseen; a
 			// cluster that shows the state before the flip does not count.
-			m.mu.Lock()
-			x.ready = !m.exports[s].GetEndpointGroups()[0].GetEndpoints()[0].GetConditions().GetReady()
-			m.mu.Unlock()
+			x.ready = !m.ready(s)
 			f.flips.add(x)
 			defer f.flips.remove(x)
 			x.sent = time.Now()
-			_, x.err = m.flip(ctx, s)
+			x.err = m.setReady(ctx, s, x.ready)
 			x.put = time.Since(x.sent)
 			if x.err != nil {
 				return

@@ -71,19 +71,15 @@ type stats struct {
 	lastError              atomic.Pointer[string]
 }
 
-func (f *Fleet) count(c *atomic.Int64, err error) {
+// count counts a call in ok, or in failed with its error kept as the last.
+func (st *stats) count(ok, failed *atomic.Int64, err error) {
 	if err == nil {
-		c.Add(1)
+		ok.Add(1)
 		return
 	}
+	failed.Add(1)
 	msg := err.Error()
-	f.stats.lastError.Store(&msg)
-	switch c {
-	case &f.stats.verifies:
-		f.stats.verifyErrors.Add(1)
-	case &f.stats.syncs:
-		f.stats.syncErrors.Add(1)
-	}
+	st.lastError.Store(&msg)
 }
 
 // completed is told that one cluster's import of one Service became complete (or not).

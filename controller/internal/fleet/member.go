@@ -46,7 +46,7 @@ func (m *member) Registered(ctx context.Context, _ int64) error {
 	want := slices.Clone(m.exports)
 	m.mu.Unlock()
 	_, same, err := exporter.RegistryHolds(ctx, m.pool, m.watch, m.fleet.cfg.Clusterset, m.id, want)
-	m.fleet.count(&m.fleet.stats.verifies, err)
+	m.fleet.stats.count(&m.fleet.stats.verifies, &m.fleet.stats.verifyErrors, err)
 	if err == nil && same {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (m *member) Registered(ctx context.Context, _ int64) error {
 		_, err := c.SyncExports(ctx, &registryv1.SyncExportsRequest{Clusterset: m.fleet.cfg.Clusterset, ClusterId: m.id, Exports: want})
 		return err
 	})
-	m.fleet.count(&m.fleet.stats.syncs, err)
+	m.fleet.stats.count(&m.fleet.stats.syncs, &m.fleet.stats.syncErrors, err)
 	if err != nil {
 		return fmt.Errorf("sync %d exports: %w", len(want), err)
 	}
@@ -86,19 +86,18 @@ func (m *member) ImportsChanged(_ context.Context, keys []types.NamespacedName) 
 	m.fleet.flips.observe(m, keys)
 }
 
-// flip changes the readiness of the first endpoint of the cluster's export of Service s
-// and sends it with PutExport, as the export reconciler sends a changed EndpointSlice; it
-// returns the content sent.
-func (m *member) flip(ctx context.Context, s int) (ready bool, err error) {
+// setReady sets the readiness of the first endpoint of the cluster's export of Service s
+// and sends the export with PutExport, as the export reconciler sends a changed
+// EndpointSlice.
+func (m *member) setReady(ctx context.Context, s int, ready bool) error {
 	m.mu.Lock()
 	next := proto.CloneOf(m.exports[s])
 	ep := next.GetEndpointGroups()[0].GetEndpoints()[0]
-	ready = !ep.GetConditions().GetReady()
 	ep.Conditions.Ready = proto.Bool(ready)
 	ep.Conditions.Serving = proto.Bool(ready)
 	m.exports[s] = next
 	m.mu.Unlock()
-	err = m.pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
+	err := m.pool.Call(ctx, func(ctx context.Context, c registryv1.RegistryServiceClient) error {
 		_, err := c.PutExport(ctx, &registryv1.PutExportRequest{
 			Clusterset: m.fleet.cfg.Clusterset, ClusterId: m.id, Service: next.GetService(), Spec: next.GetSpec(), EndpointGroups: next.GetEndpointGroups(),
 		})
@@ -107,7 +106,14 @@ func (m *member) flip(ctx context.Context, s int) (ready bool, err error) {
 	if status.Code(err) == codes.FailedPrecondition {
 		m.session.Lost() // registers again and syncs, as the controller does
 	}
-	return ready, err
+	return err
+}
+
+// ready reports the readiness of the first endpoint of the cluster's export of Service s.
+func (m *member) ready(s int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.exports[s].GetEndpointGroups()[0].GetEndpoints()[0].GetConditions().GetReady()
 }
 
 // has reports whether the cluster's view of Service k holds src's part.

@@ -138,13 +138,9 @@ func (s *Session) Run(ctx context.Context, l SessionListener) error {
 	}
 	wasValid, wasProblem := false, ""
 	for {
-		s.mu.Lock()
-		gen := s.generation
-		s.mu.Unlock()
+		gen := s.State().Generation
 		err := s.step(ctx)
-		s.mu.Lock()
-		wait := renewWait(s.RenewInterval, s.generation != gen)
-		s.mu.Unlock()
+		wait := renewWait(s.RenewInterval, s.State().Generation != gen)
 		if err != nil && ctx.Err() != nil {
 			return nil
 		}

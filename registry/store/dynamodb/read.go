@@ -222,20 +222,14 @@ func (st *Store) ListExports(ctx context.Context, clusterset string) ([]store.Ex
 // cluster's alone.
 func (st *Store) ListClusterExports(ctx context.Context, key store.ClusterKey) ([]store.Export, []store.Unreadable, error) {
 	out, bad, err := st.readExports(ctx, key.Clusterset, "EXPORT#", func(sk string) bool {
+		// A key that names no cluster belongs to none; ListUnreadable reports it.
 		ek, err := parseExportSK(sk)
-		return err != nil || ek.ClusterID == key.ClusterID // an unparsable key is reported below
+		return err == nil && ek.ClusterID == key.ClusterID
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	mine := bad[:0]
 	for _, b := range bad {
-		if b.ClusterID == key.ClusterID {
-			st.badItem(pk(key.Clusterset), b.Key, errors.New(b.Reason))
-			mine = append(mine, b)
-		}
+		st.badItem(pk(key.Clusterset), b.Key, errors.New(b.Reason))
 	}
-	return out, mine, nil
+	return out, bad, err
 }
 
 // ListServiceExports implements store.Store.
