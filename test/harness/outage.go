@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -97,17 +99,39 @@ func (m *EndpointsMonitor) run(ctx context.Context, w watch.Interface) {
 	}
 }
 
-func (m *EndpointsMonitor) update(now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// readySources are the source clusters with a Ready endpoint in slices.
+func readySources(slices iter.Seq[*discoveryv1.EndpointSlice]) map[string]bool {
 	ready := map[string]bool{}
-	for _, s := range m.slices {
+	for s := range slices {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || *e.Conditions.Ready {
 				ready[s.Labels["multicluster.kubernetes.io/source-cluster"]] = true
 			}
 		}
 	}
+	return ready
+}
+
+// ImportedFrom returns the source clusters from which the cluster holds a Ready imported
+// endpoint of the Service now.
+func (c *Cluster) ImportedFrom(ctx context.Context, namespace, service string) (map[string]bool, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{"multicluster.kubernetes.io/service-name": service}); err != nil {
+		return nil, err
+	}
+	return readySources(func(yield func(*discoveryv1.EndpointSlice) bool) {
+		for i := range list.Items {
+			if !yield(&list.Items[i]) {
+				return
+			}
+		}
+	}), nil
+}
+
+func (m *EndpointsMonitor) update(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ready := readySources(maps.Values(m.slices))
 	for _, src := range m.sources {
 		start, out := m.since[src]
 		switch {

@@ -173,6 +173,21 @@ controller:
 
 	// The workload and its traffic.
 	ip := exportAndReach(t, use1, usw2, euw1)
+	// Every cluster holds both exports' endpoints before the upgrade begins: one that had
+	// not imported them yet (an earlier controller still in its watch's backoff) would
+	// count a wait from before the upgrade as the upgrade's outage.
+	for _, c := range clusters {
+		harness.Eventually(t, c.Name+" imports dynamo/echo's endpoints from use1-a and usw2-a", 2*time.Minute, func() string {
+			from, err := c.ImportedFrom(context.Background(), "dynamo", "echo")
+			if err != nil {
+				return err.Error()
+			}
+			if !from["use1-a"] || !from["usw2-a"] {
+				return fmt.Sprintf("Ready endpoints from %v", from)
+			}
+			return ""
+		})
+	}
 	traffic := startTraffic(t, euw1, ip)
 	var monitors []*harness.EndpointsMonitor
 	for _, c := range clusters {
