@@ -51,6 +51,14 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 	if err != nil || len(chunks.Items) < 2 {
 		t.Fatalf("the big export's chunks: %d, %v; want at least 2", len(chunks.Items), err)
 	}
+	// Two small exports of cluster a, damaged below as a damaged item or a writer of its
+	// own shape (one that keeps the cluster's usage) leaves them.
+	for _, name := range []string{"ghost", "huge"} {
+		if _, err := ca.PutExport(ctx, &registryv1.PutExportRequest{Clusterset: "prod", ClusterId: "a", Service: &registryv1.ServiceKey{Namespace: "dynamo", Name: name},
+			Spec: relaySpec(80), EndpointGroups: endpoints("10.9.0.9")}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Watches on both replicas see the big export first.
 	watches := map[string]registryv1.RegistryService_WatchImportsClient{}
 	for name, c := range map[string]registryv1.RegistryServiceClient{"A": ca, "B": cb} {
@@ -60,19 +68,25 @@ func TestOneBadStoredItemCostsOnlyItself(t *testing.T) {
 		}
 		// The snapshot holds the big export before it is damaged (else there is no
 		// deletion for the watch to see).
-		if m, err := w.Recv(); err != nil || !m.GetSnapshot() || len(m.GetUpserts()) != 1 || m.GetUpserts()[0].GetService().GetName() != "big" {
-			t.Fatalf("replica %s's first watch message: %v, %v; want a snapshot of the big export", name, m, err)
+		m, err := w.Recv()
+		var names []string
+		for _, imp := range m.GetUpserts() {
+			names = append(names, imp.GetService().GetName())
+		}
+		if err != nil || !m.GetSnapshot() || strings.Join(names, ",") != "big,ghost,huge" {
+			t.Fatalf("replica %s's first watch message: %v, %v; want a snapshot of the big, ghost and huge exports", name, names, err)
 		}
 		watches[name] = w
 	}
 
-	// Export items naming chunks that do not exist, as a damaged or foreign writer leaves them.
+	// Cluster a's export items now name chunks that do not exist (written as of now, so
+	// the replicas take them for the newest write of each).
 	spec, _ := proto.Marshal(relaySpec(80))
 	sv := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
 	nv := func(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberN{Value: v} }
 	for _, g := range []struct{ name, chunks string }{{"ghost", "2"}, {"huge", "1099511627776"}} {
 		item := map[string]ddbtypes.AttributeValue{"PK": sv("CS#prod"), "SK": sv("EXPORT#dynamo/" + g.name + "#a"), "spec": &ddbtypes.AttributeValueMemberB{Value: spec},
-			"gen": sv("0123456789ab"), "chunks": nv(g.chunks), "createMs": nv("1"), "updateMs": nv("1"), "writeUs": nv("1")}
+			"gen": sv("0123456789ab"), "chunks": nv(g.chunks), "createMs": nv("1"), "updateMs": nv(fmt.Sprint(time.Now().UnixMilli())), "writeUs": nv(fmt.Sprint(time.Now().UnixMicro()))}
 		if _, err := d.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
 			t.Fatal(err)
 		}

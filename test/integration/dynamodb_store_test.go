@@ -221,9 +221,10 @@ func TestDynamoDBRewriteReadsNothing(t *testing.T) {
 
 // TestDynamoDBSyncReadsOnce: a SyncExports reads the cluster's exports once and not the
 // cluster (the server read it to judge the lease; each write checks it in its
-// transaction): an unchanged set costs one Query, a changed one a Query and its writes.
-// Only a cluster with nothing stored and nothing to write is read, to tell an unknown
-// cluster (ErrClusterNotFound) from one that exports nothing.
+// transaction): an unchanged set costs one Query (its keys) and a GetItem per export, a
+// changed one the Query of its keys and its writes. Only a cluster with nothing stored
+// and nothing to write is read, to tell an unknown cluster (ErrClusterNotFound) from one
+// that exports nothing.
 func TestDynamoDBSyncReadsOnce(t *testing.T) {
 	ctx := context.Background()
 	st, taken, export := countedStore(t, store.Quota{})
@@ -237,8 +238,8 @@ func TestDynamoDBSyncReadsOnce(t *testing.T) {
 	if _, _, err := st.SyncExports(ctx, key, []store.Export{export("router", 3), export("pool", 4)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := taken(); !slices.Equal(got, []string{"Query"}) {
-		t.Errorf("an unchanged sync: calls %v, want one Query", got)
+	if got := taken(); !slices.Equal(got, []string{"Query", "GetItem", "GetItem"}) {
+		t.Errorf("an unchanged sync: calls %v, want one Query and two GetItems", got)
 	}
 	if _, _, err := st.SyncExports(ctx, store.ClusterKey{Clusterset: "prod", ClusterID: "ghost"}, nil); !errors.Is(err, store.ErrClusterNotFound) {
 		t.Errorf("an empty sync of an unknown cluster: %v, want ErrClusterNotFound", err)

@@ -37,6 +37,7 @@ func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store
 
 // RegisterCluster implements store.Store.
 func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	us := st.now().UnixMicro()
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table,
 		Key:       key(pk(c.Clusterset), clusterSK(c.ClusterID)),
@@ -44,11 +45,15 @@ func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cl
 		// deleted cluster of the same name) applies.
 		UpdateExpression:          aws.String("SET #r = :r, leaseMs = :l, renewMs = :now, renewRegion = :rr, ctlVersion = :cv, registerMs = if_not_exists(registerMs, :now), fenceUs = if_not_exists(fenceUs, :us)"),
 		ExpressionAttributeNames:  map[string]string{"#r": "region"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":rr": strAttr(st.region), ":cv": strAttr(c.ControllerVersion), ":us": numAttr(st.now().UnixMicro())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAttr(c.Region), ":l": numAttr(c.LeaseDuration.Milliseconds()), ":now": numAttr(ms(c.RenewTime)), ":rr": strAttr(st.region), ":cv": strAttr(c.ControllerVersion), ":us": numAttr(us)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
 		return store.Cluster{}, unavailable("register cluster", err)
+	}
+	if getN(out.Attributes, "fenceUs") == us {
+		// The cluster is new (its fence is this registration's): it holds nothing yet.
+		st.countNewCluster(ctx, store.ClusterKey{Clusterset: c.Clusterset, ClusterID: c.ClusterID}, us)
 	}
 	return clusterFrom(c.Clusterset, out.Attributes)
 }
@@ -152,7 +157,7 @@ func (st *Store) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, er
 	if err != nil {
 		return 0, unavailable("delete cluster", err)
 	}
-	items, err := st.query(ctx, k.Clusterset, "EXPORT#")
+	items, err := st.clusterItems(ctx, k, "SK", nil)
 	if err != nil {
 		return 0, err
 	}
@@ -161,9 +166,6 @@ func (st *Store) DeleteCluster(ctx context.Context, k store.ClusterKey) (int, er
 		e, err := exportKeyFrom(it)
 		if err != nil {
 			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
-			continue
-		}
-		if e.ClusterID != k.ClusterID {
 			continue
 		}
 		// The cluster item is gone, so no write of its exports applies any more; its usage

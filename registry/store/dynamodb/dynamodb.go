@@ -8,6 +8,7 @@
 //	SK "EXPORT#<ns>/<name>#<cluster>"          spec, eps (inline endpoints) or gen+chunks, createMs, updateMs, writeUs
 //	SK "EPS#<ns>/<name>#<cluster>#<gen>#<i>"   one chunk of a large endpoint set
 //	SK "USAGE#<cluster>"                       uX, uE, uB: the cluster's exports, endpoints, bytes (usage.go)
+//	SK "USAGE#<cluster>#KEYS"                  svcs, v: the Services the cluster exports (clusterkeys.go)
 //
 // and, in the partition "CS#mcs-replication", one replication heartbeat per replica
 // (replication.go): SK "USAGE#HEARTBEAT#<region>#<replica>", region, seq, echo.
@@ -84,7 +85,9 @@ type BadItemFunc func(pk, sk string, err error)
 // was: "heartbeat" (a replication heartbeat; the next one follows), "heartbeat_cleanup"
 // (removing a heartbeat item), "chunk_delete" (an endpoint chunk of a replaced export
 // generation, left behind in the table until a reader sweeps it) or "chunk_sweep" (such a
-// chunk a reader failed to remove; the next reader tries again).
+// chunk a reader failed to remove; the next reader tries again) or "cluster_keys" (a
+// cluster's export keys, written again after a read found them out of date; the next read
+// queries again).
 type DroppedWriteFunc func(op string, err error)
 
 var _ store.Store = (*Store)(nil)

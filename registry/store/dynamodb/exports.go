@@ -151,11 +151,13 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc 
 	if !ok {
 		return fmt.Errorf("put export %s: %w", e.Service, st.quotaError(e.ClusterKey(), d))
 	}
-	err := st.transact(ctx, []types.TransactWriteItem{
-		clusterCheck(&st.table, p, e.ClusterID, w), usage, exportUpdate(&st.table, p, e, update, values, w, old),
-	})
+	items := []types.TransactWriteItem{clusterCheck(&st.table, p, e.ClusterID, w), usage, exportUpdate(&st.table, p, e, update, values, w, old)}
+	if old == nil {
+		items = append(items, st.keysChange(p, e.ClusterID, false, e.Service)) // a new export: one more key
+	}
+	err := st.transact(ctx, items)
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) == 3 {
+	if errors.As(err, &tce) && len(tce.CancellationReasons) >= 3 {
 		cluster, used, export := tce.CancellationReasons[0], tce.CancellationReasons[1], tce.CancellationReasons[2]
 		switch {
 		case aws.ToString(cluster.Code) == "ConditionalCheckFailed" && len(cluster.Item) == 0:
@@ -274,7 +276,7 @@ func (st *Store) deleteExportItem(ctx context.Context, k store.ClusterKey, svc s
 		items := []types.TransactWriteItem{del}
 		if counted {
 			usage, _ := st.usageUpdate(p, k.ClusterID, store.Usage{}.Sub(old.weight)) // a decrease is never refused for a quota
-			items = append(items, usage)
+			items = append(items, usage, st.keysChange(p, k.ClusterID, true, svc))
 		}
 		err = st.transact(ctx, items)
 		var tce *types.TransactionCanceledException

@@ -128,18 +128,25 @@ func appendMerged(dst, src []*registryv1.EndpointGroup) []*registryv1.EndpointGr
 // listExports reads exports with a sort-key prefix, retrying when a large export changed
 // while its chunks were read. An export that cannot be read is skipped and reported.
 func (st *Store) listExports(ctx context.Context, clusterset, prefix string) ([]store.Export, error) {
-	out, bad, err := st.readExports(ctx, clusterset, prefix, nil)
+	out, bad, err := st.readExports(ctx, clusterset, st.prefixItems(clusterset, prefix))
 	for _, b := range bad {
 		st.badItem(pk(clusterset), b.Key, errors.New(b.Reason))
 	}
 	return out, err
 }
 
-// readExports reads exports with a sort-key prefix: those it can decode, and those it
-// cannot (bad items); with keep, only the items whose sort key it keeps are decoded.
-func (st *Store) readExports(ctx context.Context, clusterset, prefix string, keep func(sk string) bool) ([]store.Export, []store.Unreadable, error) {
+// prefixItems reads the export items whose sort key starts with prefix.
+func (st *Store) prefixItems(clusterset, prefix string) func(context.Context) ([]map[string]types.AttributeValue, error) {
+	return func(ctx context.Context) ([]map[string]types.AttributeValue, error) {
+		return st.query(ctx, clusterset, prefix)
+	}
+}
+
+// readExports decodes the export items read: those it can decode, and those it cannot
+// (bad items); it reads them again when a large export changed while its chunks were read.
+func (st *Store) readExports(ctx context.Context, clusterset string, read func(context.Context) ([]map[string]types.AttributeValue, error)) ([]store.Export, []store.Unreadable, error) {
 	for attempt := 0; ; attempt++ {
-		items, err := st.query(ctx, clusterset, prefix)
+		items, err := read(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -147,9 +154,6 @@ func (st *Store) readExports(ctx context.Context, clusterset, prefix string, kee
 		var bad []store.Unreadable
 		retry := false
 		for _, it := range items {
-			if keep != nil && !keep(getS(it, attrSK)) {
-				continue
-			}
 			e, err := st.exportFrom(ctx, clusterset, it)
 			if errors.Is(err, errConcurrentWrite) && attempt < 5 {
 				retry = true
@@ -200,7 +204,7 @@ func (st *Store) ListUnreadable(ctx context.Context, clusterset string) ([]store
 			bad = append(bad, unreadable(clusterset, getS(it, attrSK), err))
 		}
 	}
-	_, badExports, err := st.readExports(ctx, clusterset, "EXPORT#", nil)
+	_, badExports, err := st.readExports(ctx, clusterset, st.prefixItems(clusterset, "EXPORT#"))
 	if err != nil {
 		return nil, err
 	}
@@ -216,15 +220,11 @@ func (st *Store) ListExports(ctx context.Context, clusterset string) ([]store.Ex
 	return st.listExports(ctx, clusterset, "EXPORT#")
 }
 
-// ListClusterExports implements store.Store. Export items are keyed by Service first, so
-// this still queries the clusterset's export keys (DynamoDB reads, and charges, the whole
-// partition's export items), but it decodes, and reads the endpoint chunks of, the
-// cluster's alone.
+// ListClusterExports implements store.Store: it reads the cluster's export items through
+// its keys (clusterkeys.go), so what it reads grows with the cluster's exports alone.
 func (st *Store) ListClusterExports(ctx context.Context, key store.ClusterKey) ([]store.Export, []store.Unreadable, error) {
-	out, bad, err := st.readExports(ctx, key.Clusterset, "EXPORT#", func(sk string) bool {
-		// A key that names no cluster belongs to none; ListUnreadable reports it.
-		ek, err := parseExportSK(sk)
-		return err == nil && ek.ClusterID == key.ClusterID
+	out, bad, err := st.readExports(ctx, key.Clusterset, func(ctx context.Context) ([]map[string]types.AttributeValue, error) {
+		return st.clusterItems(ctx, key, "", nil)
 	})
 	for _, b := range bad {
 		st.badItem(pk(key.Clusterset), b.Key, errors.New(b.Reason))

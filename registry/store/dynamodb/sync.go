@@ -17,9 +17,9 @@ import (
 
 // A sync writes its changed exports with inline endpoints in transactions of at most
 // maxBatchExports export items and maxBatchBytes: DynamoDB allows 100 items (one is the
-// cluster's check, one its usage) and 4 MB per transaction.
+// cluster's check, one its usage, one its keys) and 4 MB per transaction.
 const (
-	maxBatchExports = 98
+	maxBatchExports = 97
 	maxBatchBytes   = 3 << 20
 )
 
@@ -46,17 +46,24 @@ func (st *Store) writeBatch(ctx context.Context, stored []store.Export, batch []
 	p := pk(e0.Clusterset)
 	w := st.now().UnixMicro()
 	var d store.Usage
+	var created []store.ServiceKey
 	stale := false
 	for _, b := range batch {
 		d = d.Add(delta(b.enc.weight, b.old))
 		stale = stale || b.old != nil && b.old.writeUs >= w
+		if b.old == nil {
+			created = append(created, b.e.Service)
+		}
 	}
 	usage, ok := st.usageUpdate(p, e0.ClusterID, d)
-	items := make([]types.TransactWriteItem, 0, len(batch)+2)
+	items := make([]types.TransactWriteItem, 0, len(batch)+3)
 	items = append(items, clusterCheck(&st.table, p, e0.ClusterID, w), usage)
 	for _, b := range batch {
 		update, values := inlineUpdate(b.e, b.enc)
 		items = append(items, exportUpdate(&st.table, p, b.e, update, values, w, b.old))
+	}
+	if len(created) > 0 {
+		items = append(items, st.keysChange(p, e0.ClusterID, false, created...))
 	}
 	var err error
 	if ok && !stale {
@@ -102,8 +109,9 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 		return nil, nil, fmt.Errorf("sync exports: %w", err)
 	}
 	// The cluster is not read first: every write below checks it in its own transaction,
-	// and the server read it to judge its lease just before (one read per sync, not two).
-	items, err := st.queryProjected(ctx, k.Clusterset, "EXPORT#", "SK, #sum, gen, chunks, createMs, updateMs, writeUs, nE, nB", map[string]string{"#sum": "sum"})
+	// and the server read it to judge its lease just before. Its exports are read through
+	// its keys (clusterkeys.go): what the sync reads grows with its own exports only.
+	items, err := st.clusterItems(ctx, k, "SK, #sum, gen, chunks, createMs, updateMs, writeUs, nE, nB", map[string]string{"#sum": "sum"})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,8 +266,10 @@ func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []s
 		gone = gone[n:]
 		var d store.Usage
 		items := []types.TransactWriteItem{{}}
+		svcs := make([]store.ServiceKey, 0, len(batch))
 		stale := false
 		for _, g := range batch {
+			svcs = append(svcs, g.svc)
 			d = d.Sub(g.old.weight)
 			stale = stale || g.old.writeUs >= f
 			old := g.old
@@ -271,6 +281,7 @@ func (st *Store) deleteExports(ctx context.Context, k store.ClusterKey, gone []s
 			items = append(items, types.TransactWriteItem{Delete: del})
 		}
 		items[0], _ = st.usageUpdate(p, k.ClusterID, d) // a decrease is never refused for a quota
+		items = append(items, st.keysChange(p, k.ClusterID, true, svcs...))
 		var err error
 		if !stale {
 			err = st.transact(ctx, items)

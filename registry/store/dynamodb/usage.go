@@ -94,35 +94,12 @@ func (st *Store) quotaError(k store.ClusterKey, delta store.Usage) error {
 	return &store.QuotaError{Cluster: k, Limit: store.QuotaExports, Used: delta.Exports, Max: st.quota.Exports}
 }
 
-// countUsage creates the cluster's usage item from what the table holds of it, unless
-// another replica did first.
-func (st *Store) countUsage(ctx context.Context, k store.ClusterKey) error {
-	items, err := st.query(ctx, k.Clusterset, "EXPORT#")
-	if err != nil {
-		return err
-	}
-	var u store.Usage
-	for _, it := range items {
-		ek, err := exportKeyFrom(it)
-		if err != nil || ek.ClusterID != k.ClusterID {
-			continue
-		}
-		u = u.Add(st.weightOf(ctx, k.Clusterset, it))
-	}
-	_, err = st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.table, Item: map[string]types.AttributeValue{
-		attrPK: strAttr(pk(k.Clusterset)), attrSK: strAttr(usageSK(k.ClusterID)),
-		"uX": numAttr(int64(u.Exports)), "uE": numAttr(int64(u.Endpoints)), "uB": numAttr(int64(u.Bytes)),
-	}, ConditionExpression: aws.String("attribute_not_exists(PK)")})
-	if err != nil && !isCondFailed(err) {
-		return unavailable("count the cluster's usage", err)
-	}
-	return nil
-}
-
-// deleteUsage removes a deleted cluster's usage item.
+// deleteUsage removes a deleted cluster's usage and keys items.
 func (st *Store) deleteUsage(ctx context.Context, k store.ClusterKey) error {
-	if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(k.Clusterset), usageSK(k.ClusterID))}); err != nil {
-		return unavailable("delete the cluster's usage", err)
+	for _, sk := range []string{usageSK(k.ClusterID), keysSK(k.ClusterID)} {
+		if _, err := st.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(pk(k.Clusterset), sk)}); err != nil {
+			return unavailable("delete the cluster's usage", err)
+		}
 	}
 	return nil
 }
