@@ -122,11 +122,12 @@ func BenchmarkRegistryLoad(b *testing.B) {
 		b.Run(tc.store, func(b *testing.B) {
 			clusters, services, perExport, watches := loadSize(tc.clusters, tc.services, tc.endpoints, tc.watch)
 			var reg *harness.Registry
-			var floor func([]*registryv1.SyncExportsRequest) time.Duration
+			var floor storeFloors
 			if tc.store == "dynamodb" {
 				d := harness.StartDynamoDB(b)
 				table := newTable(b, d)
-				floor = func(reqs []*registryv1.SyncExportsRequest) time.Duration { return dynamoLoadFloor(b, d, table, reqs) }
+				floor.load = func(reqs []*registryv1.SyncExportsRequest) time.Duration { return dynamoLoadFloor(b, d, table, reqs) }
+				floor.writes = func(writers, n int) float64 { return dynamoWriteFloor(b, d, table, writers, n) }
 				b.Setenv("AWS_ACCESS_KEY_ID", harness.DynamoDBAccessKey)
 				b.Setenv("AWS_SECRET_ACCESS_KEY", harness.DynamoDBSecretKey)
 				reg = harness.StartRegistry(b, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint, "--max-request-bytes=67108864")
@@ -140,9 +141,17 @@ func BenchmarkRegistryLoad(b *testing.B) {
 	}
 }
 
-// runLoad runs the load; storeFloor (nil: none) measures the store's own time for the load's
-// exports, before the load.
-func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport, watches int, storeFloor func([]*registryv1.SyncExportsRequest) time.Duration) {
+// storeFloors measure the store's own time for what the load writes; nil: not measured.
+type storeFloors struct {
+	// load is the store's time for the load's exports.
+	load func([]*registryv1.SyncExportsRequest) time.Duration
+	// writes is the store's items a second for the write burst's items.
+	writes func(writers, n int) float64
+}
+
+// runLoad runs the load; storeFloor measures the store's own time for the load's exports,
+// before the load, and for the write burst's items, before the burst.
+func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport, watches int, storeFloor storeFloors) {
 	ctx := context.Background()
 	c := dial(b, reg.GRPCAddr)
 	reqs := make([]*registryv1.SyncExportsRequest, clusters)
@@ -163,8 +172,8 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 		reqs[i] = req
 	}
 	var floorLoad time.Duration
-	if storeFloor != nil {
-		floorLoad = storeFloor(reqs)
+	if storeFloor.load != nil {
+		floorLoad = storeFloor.load(reqs)
 	}
 	// A small cluster that syncs one export while the load runs: how long a call waits for
 	// the others'.
@@ -221,6 +230,9 @@ func runLoad(b *testing.B, reg *harness.Registry, clusters, services, perExport,
 	writers, burst := make([]registryv1.RegistryServiceClient, min(loadWriters(), clusters)), 100
 	for i := range writers {
 		writers[i] = dial(b, reg.GRPCAddr) // a connection each, as clusters have
+	}
+	if storeFloor.writes != nil {
+		b.ReportMetric(storeFloor.writes(len(writers), burst), "writes/s-store-floor")
 	}
 	start = time.Now()
 	writeBurst(b, writers, burst)

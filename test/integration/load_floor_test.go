@@ -68,3 +68,42 @@ func dynamoLoadFloor(b *testing.B, d *harness.DynamoDB, table string, reqs []*re
 	wg.Wait()
 	return time.Since(start)
 }
+
+// dynamoWriteFloor is what DynamoDB itself takes to store the write burst's items
+// (writeBurst: n writes of its own export by each of writers clusters, back to back, all
+// writers at once): the same export items — spec and encoded endpoints — written directly
+// by writers goroutines, one PutItem each, back to back, with no condition, no usage and
+// no transaction, in a partition of their own. It returns the items a second: the floor
+// of the DynamoDB store's write rate in the same run.
+func dynamoWriteFloor(b *testing.B, d *harness.DynamoDB, table string, writers, n int) float64 {
+	ctx := context.Background()
+	api := d.Client()
+	spec, err := proto.Marshal(relaySpec(80))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for i := range n {
+				eps, err := proto.Marshal(&registryv1.Export{EndpointGroups: endpoints(fmt.Sprintf("10.%d.2.%d", w, i%250), "10.0.1.1")})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+					"PK":   &types.AttributeValueMemberS{Value: "FLOOR#prod"},
+					"SK":   &types.AttributeValueMemberS{Value: fmt.Sprintf("EXPORT#dynamo/pool-%04d#load-%03d", w, w)},
+					"spec": &types.AttributeValueMemberB{Value: spec},
+					"eps":  &types.AttributeValueMemberB{Value: eps},
+				}}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(writers*n) / time.Since(start).Seconds()
+}

@@ -76,6 +76,8 @@ type Store struct {
 	// priors are what this replica's writes left in the table: the next write of the same
 	// export needs no read first.
 	priors priors
+	// commits groups concurrent export writes of a clusterset into transactions (commit.go).
+	commits committers
 }
 
 // BadItemFunc is told of a stored item the store cannot decode; the store skips it.

@@ -155,7 +155,7 @@ func (st *Store) writeExport(ctx context.Context, p string, e store.Export, enc 
 	if old == nil {
 		items = append(items, st.keysChange(p, e.ClusterID, false, e.Service)) // a new export: one more key
 	}
-	err := st.transact(ctx, items)
+	err := st.commit(ctx, p, items, len(enc.spec)+len(enc.eps)+len(enc.sum)+512)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && len(tce.CancellationReasons) >= 3 {
 		cluster, used, export := tce.CancellationReasons[0], tce.CancellationReasons[1], tce.CancellationReasons[2]
