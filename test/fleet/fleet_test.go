@@ -67,7 +67,8 @@ func TestFleetConverges(t *testing.T) {
 // endpoints. FLEET_STORES=memory,dynamodb adds the DynamoDB store (one replica on dynoxide;
 // its steady phase also reports the capacity units per cluster-hour by operation, from the
 // registry's mcs_registry_dynamodb_capacity_units_total; no restart). FLEET_LOG=<folder>
-// keeps the registry's and the simulator's logs.
+// keeps the registry's and the simulator's logs. FLEET_START_SPREAD=<duration> starts the
+// clusters evenly over that long instead of all at once.
 //
 //	cd test && go test -run '^$' -bench Fleet -benchtime 1x -timeout 60m ./fleet/
 func BenchmarkFleet(b *testing.B) {
@@ -149,6 +150,9 @@ func runFleet(b *testing.B, st string, n int, steady, churn time.Duration) {
 	var cu0, cu1 map[string]float64
 	args := []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
 		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--converge-timeout", "10m"}
+	if os.Getenv("FLEET_START_SPREAD") != "" {
+		args = append(args, "--start-spread", envDuration(b, "FLEET_START_SPREAD", 0).String())
+	}
 	restart := st == "memory" // a DynamoDB replica's restart is not measured yet
 	if restart {
 		args = append(args, "--restart")
