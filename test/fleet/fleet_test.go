@@ -99,33 +99,66 @@ func BenchmarkFleet(b *testing.B) {
 	}
 }
 
-// fleetRegistry starts the registry of one store: memory, or dynamodb (one replica on
-// dynoxide).
-func fleetRegistry(b *testing.B, st string) *harness.Registry {
+// fleetRegistries starts the registry replicas of one store and names their regions
+// (nil: one replica, the simulator's default region): memory; dynamodb (one replica on
+// dynoxide); dynamodb3 (three replicas, each on its own dynoxide "region", the table
+// replicated among them one second late, last writer wins, as a Global Table).
+func fleetRegistries(b *testing.B, st string) ([]*harness.Registry, []string) {
 	switch st {
 	case "memory":
-		return harness.StartRegistry(b, "--store=memory")
-	case "dynamodb":
-		d := harness.StartDynamoDB(b)
-		table := harness.TableName(b)
-		if _, err := dynamostore.CreateTable(context.Background(), d.Client(), table); err != nil {
-			b.Fatal(err)
+		return []*harness.Registry{harness.StartRegistry(b, "--store=memory")}, nil
+	case "dynamodb", "dynamodb3":
+		regions := []string{"us-east-1"}
+		if st == "dynamodb3" {
+			regions = []string{"us-east-1", "us-west-2", "eu-west-1"}
 		}
-		return harness.StartRegistry(b, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint)
+		table := harness.TableName(b)
+		var dbs []*harness.DynamoDB
+		for _, region := range regions {
+			d := harness.StartDynamoDB(b)
+			d.Region = region
+			if _, err := dynamostore.CreateTable(context.Background(), d.Client(), table); err != nil {
+				b.Fatal(err)
+			}
+			dbs = append(dbs, d)
+		}
+		if len(dbs) > 1 {
+			harness.ReplicateAll(b, dbs, table, time.Second)
+		}
+		var regs []*harness.Registry
+		for _, d := range dbs {
+			regs = append(regs, harness.StartRegistry(b, "--store=dynamodb", "--dynamodb-table="+table, "--region="+d.Region, "--endpoint-url="+d.Endpoint))
+		}
+		if len(regs) == 1 {
+			return regs, nil
+		}
+		return regs, regions
 	}
-	b.Fatalf("FLEET_STORES: unknown store %q (memory, dynamodb)", st)
-	return nil
+	b.Fatalf("FLEET_STORES: unknown store %q (memory, dynamodb, dynamodb3)", st)
+	return nil, nil
 }
 
-// capacity is the registry's DynamoDB capacity units so far, by operation.
-func capacity(b *testing.B, reg *harness.Registry) map[string]float64 {
-	samples, err := harness.Samples(harness.Scrape(b, "http://"+reg.AdminAddr+"/metrics"), "mcs_registry_dynamodb_capacity_units_total")
-	if err != nil {
-		b.Fatal(err)
-	}
+// capacity is the DynamoDB capacity units the replicas consumed so far, by operation, all
+// regions together.
+func capacity(b *testing.B, regs []*harness.Registry) map[string]float64 {
 	out := map[string]float64{}
-	for _, s := range samples {
-		out[s.Labels["operation"]] += s.Value
+	for _, reg := range regs {
+		samples, err := harness.Samples(harness.Scrape(b, "http://"+reg.AdminAddr+"/metrics"), "mcs_registry_dynamodb_capacity_units_total")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range samples {
+			out[s.Labels["operation"]] += s.Value
+		}
+	}
+	return out
+}
+
+// procStats reads each replica's /proc figures.
+func procStats(regs []*harness.Registry) []harness.ProcStat {
+	var out []harness.ProcStat
+	for _, r := range regs {
+		out = append(out, harness.ReadProcStat(r.Pid()))
 	}
 	return out
 }
@@ -143,13 +176,21 @@ func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
 }
 
 func runFleet(b *testing.B, st string, n int, steady, churn time.Duration) {
-	reg := fleetRegistry(b, st)
-	var before, after harness.ProcStat
+	regs, regions := fleetRegistries(b, st)
+	reg := regs[0]
+	var before, after []harness.ProcStat
 	var t0, t1 time.Time
 	var goroutines float64
 	var cu0, cu1 map[string]float64
-	args := []string{"--registry-url", "http://" + reg.GRPCAddr, "--clusters", strconv.Itoa(n),
+	var urls []string
+	for _, r := range regs {
+		urls = append(urls, "http://"+r.GRPCAddr)
+	}
+	args := []string{"--registry-url", strings.Join(urls, ","), "--clusters", strconv.Itoa(n),
 		"--steady", steady.String(), "--churn", churn.String(), "--churn-rate", "5", "--converge-timeout", "10m"}
+	if len(regions) > 0 {
+		args = append(args, "--regions", strings.Join(regions, ","))
+	}
 	if os.Getenv("FLEET_START_SPREAD") != "" {
 		args = append(args, "--start-spread", envDuration(b, "FLEET_START_SPREAD", 0).String())
 	}
@@ -161,15 +202,17 @@ func runFleet(b *testing.B, st string, n int, steady, churn time.Duration) {
 		func(ev harness.FleetEvent) {
 			switch ev.Event {
 			case "steady_begin":
-				before, t0 = harness.ReadProcStat(reg.Pid()), time.Now()
-				if st == "dynamodb" {
-					cu0 = capacity(b, reg)
+				before, t0 = procStats(regs), time.Now()
+				if st != "memory" {
+					cu0 = capacity(b, regs)
 				}
 			case "steady_end":
-				after, t1 = harness.ReadProcStat(reg.Pid()), time.Now()
-				goroutines = harness.Metric(b, "http://"+reg.AdminAddr+"/metrics", "go_goroutines")
-				if st == "dynamodb" {
-					cu1 = capacity(b, reg)
+				after, t1 = procStats(regs), time.Now()
+				for _, r := range regs {
+					goroutines = max(goroutines, harness.Metric(b, "http://"+r.AdminAddr+"/metrics", "go_goroutines"))
+				}
+				if st != "memory" {
+					cu1 = capacity(b, regs)
 				}
 			case "restart_await":
 				reg.Restart(b)
@@ -193,10 +236,17 @@ func runFleet(b *testing.B, st string, n int, steady, churn time.Duration) {
 		b.ReportMetric((v-cu0[op])/secs*3600/float64(n), "CU-"+op+"/cluster-hour")
 	}
 	b.ReportMetric(got["converged"].Seconds, "s-converge")
-	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/secs, "cores-steady")
-	b.ReportMetric(after.RSSMiB, "MiB-rss-steady")
+	// Per replica: the busiest replica's CPU and bytes, the largest RSS and goroutines.
+	var cores, written, rss float64
+	for i := range regs {
+		cores = max(cores, (after[i].CPUSeconds-before[i].CPUSeconds)/secs)
+		written = max(written, float64(after[i].WrittenBytes-before[i].WrittenBytes)/secs)
+		rss = max(rss, after[i].RSSMiB)
+	}
+	b.ReportMetric(cores, "cores-steady")
+	b.ReportMetric(rss, "MiB-rss-steady")
 	b.ReportMetric(goroutines, "goroutines-steady")
-	b.ReportMetric(float64(after.WrittenBytes-before.WrittenBytes)/secs, "B/s-written-steady")
+	b.ReportMetric(written, "B/s-written-steady")
 	b.ReportMetric(c.AllP50, "ms-flip-to-all-p50")
 	b.ReportMetric(c.AllP99, "ms-flip-to-all-p99")
 	b.ReportMetric(c.PutP50, "ms-floor-put-p50")

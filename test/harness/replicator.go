@@ -14,8 +14,8 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
 
-// Replicator copies every item change of one table between two DynamoDB servers (two
-// "regions"), asynchronously after a delay, with last writer wins — what DynamoDB Global
+// Replicator copies every item change of one table among DynamoDB servers ("regions"),
+// from each to every other, asynchronously after a delay, with last writer wins — what DynamoDB Global
 // Tables do, which no local server emulates. A change is stamped with the time the
 // replicator read it from its region's stream; a replicated change is applied only when it
 // is newer than the last change of that item in the receiving region. A test can slow
@@ -27,24 +27,30 @@ type Replicator struct {
 	paused  bool
 	pending []func()
 	// last write time per region per item key ("PK|SK").
-	last [2]map[string]time.Time
+	last []map[string]time.Time
 	// echo counts writes the replicator made into a region, which come back on that
 	// region's stream and must not be copied again.
-	echo  [2]map[string]int
+	echo  []map[string]int
 	table string
-	dbs   [2]*DynamoDB
+	dbs   []*DynamoDB
 }
 
 // Replicate starts replicating table between a and b until the test ends.
 func Replicate(tb testing.TB, a, b *DynamoDB, table string, delay time.Duration) *Replicator {
 	tb.Helper()
-	r := &Replicator{delay: delay, table: table, dbs: [2]*DynamoDB{a, b}}
-	for i := range 2 {
-		r.last[i], r.echo[i] = map[string]time.Time{}, map[string]int{}
+	return ReplicateAll(tb, []*DynamoDB{a, b}, table, delay)
+}
+
+// ReplicateAll starts replicating table among every region of dbs until the test ends.
+func ReplicateAll(tb testing.TB, dbs []*DynamoDB, table string, delay time.Duration) *Replicator {
+	tb.Helper()
+	r := &Replicator{delay: delay, table: table, dbs: dbs}
+	for range dbs {
+		r.last, r.echo = append(r.last, map[string]time.Time{}), append(r.echo, map[string]int{})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	for i := range 2 {
+	for i := range dbs {
 		it, err := r.iterators(ctx, i)
 		if err != nil {
 			tb.Fatalf("harness: replicator: %v", err)
@@ -136,7 +142,7 @@ func (r *Replicator) follow(ctx context.Context, from int, iterators map[string]
 }
 
 // observe records a change seen on region from's stream and, unless it is the echo of a
-// replicated write, schedules its copy to the other region.
+// replicated write, schedules its copy to every other region.
 func (r *Replicator) observe(ctx context.Context, from int, rec streamtypes.Record) {
 	k := itemKey(rec.Dynamodb.Keys)
 	now := time.Now()
@@ -148,40 +154,47 @@ func (r *Replicator) observe(ctx context.Context, from int, rec streamtypes.Reco
 	}
 	r.last[from][k] = now
 	r.mu.Unlock()
-	to := 1 - from
 	image := rec.Dynamodb.NewImage
 	remove := rec.EventName == streamtypes.OperationTypeRemove
-	copyChange := func() {
-		r.mu.Lock()
-		if r.last[to][k].After(now) {
-			// The receiving region wrote the item later: its write wins there (and its
-			// own copy to this region wins here).
-			r.mu.Unlock()
-			return
-		}
-		r.last[to][k] = now
-		r.echo[to][k]++
-		r.mu.Unlock()
-		c := r.dbs[to].Client()
-		var err error
-		if remove {
-			_, err = c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &r.table, Key: convert(rec.Dynamodb.Keys)})
-		} else {
-			_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: convert(image)})
-		}
-		if err != nil {
+	copyTo := func(to int) func() {
+		return func() {
 			r.mu.Lock()
-			r.echo[to][k]--
+			if r.last[to][k].After(now) {
+				// The receiving region wrote the item later: its write wins there (and its
+				// own copy to this region wins here).
+				r.mu.Unlock()
+				return
+			}
+			r.last[to][k] = now
+			r.echo[to][k]++
 			r.mu.Unlock()
+			c := r.dbs[to].Client()
+			var err error
+			if remove {
+				_, err = c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &r.table, Key: convert(rec.Dynamodb.Keys)})
+			} else {
+				_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: convert(image)})
+			}
+			if err != nil {
+				r.mu.Lock()
+				r.echo[to][k]--
+				r.mu.Unlock()
+			}
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.paused {
-		r.pending = append(r.pending, copyChange)
-		return
+	for to := range r.dbs {
+		if to == from {
+			continue
+		}
+		copyChange := copyTo(to)
+		if r.paused {
+			r.pending = append(r.pending, copyChange)
+			continue
+		}
+		time.AfterFunc(r.delay, copyChange)
 	}
-	time.AfterFunc(r.delay, copyChange)
 }
 
 // convert turns a stream image into table attribute values.

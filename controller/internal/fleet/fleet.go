@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,9 @@ import (
 // Config is one simulated fleet.
 type Config struct {
 	// Targets are the registry's URLs in failover order (registryclient.ParseURLs); every
-	// simulated cluster has its own connection to each.
+	// simulated cluster has its own connection to each. With one URL per region (as many
+	// as Regions, in the same order), each cluster starts from its own region's URL and
+	// fails over to the next ones in turn.
 	Targets    []registryclient.Target
 	Clusterset string
 	// Clusters export Services Services each, the same names in every cluster (a fleet's
@@ -120,8 +123,13 @@ func New(cfg Config) (*Fleet, error) {
 		f.ids = append(f.ids, id)
 		// The simulated cluster's own log is quiet: a thousand of them would drown the report.
 		quiet := slog.New(slog.DiscardHandler)
+		targets := cfg.Targets
+		if r := len(cfg.Regions); r > 1 && len(targets) == r {
+			j := i % r
+			targets = append(slices.Clone(targets[j:]), targets[:j]...)
+		}
 		pool, err := registryclient.NewPool(registryclient.PoolOptions{
-			Targets: cfg.Targets, Logger: quiet, DialOptions: []grpc.DialOption{
+			Targets: targets, Logger: quiet, DialOptions: []grpc.DialOption{
 				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(f.codec)),
 				// gRPC grows each connection's window up to 16 MiB when reads fall
 				// behind; a thousand connections in one process would buffer gigabytes

@@ -47,7 +47,7 @@ func run() error {
 		seed                           int
 	)
 	fs := flag.NewFlagSet("mcs-fleet", flag.ContinueOnError)
-	fs.StringVar(&urls, "registry-url", "", "The registry's gRPC URLs, http:// only, comma-separated in failover order.")
+	fs.StringVar(&urls, "registry-url", "", "The registry's gRPC URLs, http:// only, comma-separated in failover order; with one per region (as many as --regions, in the same order), each cluster starts from its own region's.")
 	fs.StringVar(&cfg.Clusterset, "clusterset", "fleet", "The clusterset the simulated clusters join.")
 	fs.IntVar(&cfg.Clusters, "clusters", 100, "Simulated member clusters.")
 	fs.IntVar(&cfg.Services, "services", 20, "Services each cluster exports (the same names in every cluster).")
