@@ -30,6 +30,7 @@ func newCommand(logs io.Writer) *cobra.Command {
 	fs.StringVar(&cfg.Region, "region", "", "AWS region of the DynamoDB table; empty: AWS_REGION.")
 	fs.StringVar(&cfg.EndpointURL, "endpoint-url", "", "DynamoDB endpoint URL, for a DynamoDB-compatible server; empty: AWS_ENDPOINT_URL_DYNAMODB, else the region's endpoint.")
 	fs.DurationVar(&cfg.ReplicationHeartbeatInterval, "replication-heartbeat-interval", 2*time.Second, "With --store=dynamodb: how often this replica writes its replication heartbeat, from which every replica measures the other regions' replication lag (mcs_registry_replication_lag_seconds); 0 turns the heartbeats off.")
+	fs.IntVar(&cfg.DynamoDBMaxRequests, "dynamodb-max-requests", 64, "With --store=dynamodb: most requests this replica has in flight to the table at once; more wait in the replica (registrations, renewals and replication heartbeats first), and one whose caller gave up is never sent. 0: no bound.")
 	fs.DurationVar(&cfg.ReplicationStallHold, "replication-stall-hold", 2*time.Minute, "With --store=dynamodb and heartbeats: how long past its expiry a lease renewed through another region is held while replication from that region lags (LEASE_STATE_HELD_REPLICATION), so a replication stall between healthy regions costs no endpoints; 0 turns the hold off.")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate; with --tls-key-file, serves TLS on the gRPC and REST listeners.")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file.")

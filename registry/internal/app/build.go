@@ -79,7 +79,9 @@ func (p *process) buildStore(ctx context.Context) error {
 		}
 	}
 	st, err := openStore(ctx, p.cfg, dynamostore.Options{Capacity: p.m.capacity, BadItem: badItem, DroppedWrite: dropped,
-		SweptChunks: func(n int) { p.m.sweptChunks.Add(float64(n)) }})
+		SweptChunks: func(n int) { p.m.sweptChunks.Add(float64(n)) },
+		Waiting:     func(d int) { p.m.storeWaiting.Add(float64(d)) },
+		Abandoned:   p.m.storeAbandoned.Inc})
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type Config struct {
 	// ReplicationStallHold bounds how long past its expiry a lease renewed through another
 	// region is held while replication from that region lags; 0: never.
 	ReplicationStallHold time.Duration
+	// DynamoDBMaxRequests bounds this replica's requests in flight to the table; 0: none.
+	DynamoDBMaxRequests int
 	// Client authentication (docs/security.md).
 	ClientCAFile    string
 	TrustDomain     string
@@ -97,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if h := c.ReplicationStallHold; h < 0 || h > time.Hour {
 		errs = append(errs, fmt.Errorf("--replication-stall-hold: %s must be between 0 (no hold) and 1h", h))
+	}
+	if n := c.DynamoDBMaxRequests; n < 0 || n > 100000 {
+		errs = append(errs, fmt.Errorf("--dynamodb-max-requests: %d must be between 0 (no bound) and 100000", n))
 	}
 	if h := c.ReplicationHeartbeatInterval; h != 0 && (h < 500*time.Millisecond || h > time.Minute) {
 		errs = append(errs, fmt.Errorf("--replication-heartbeat-interval: %s must be 0 (no heartbeats) or between 500ms and 1m", h))

@@ -30,8 +30,11 @@ type metrics struct {
 	tlsNotAfter   prometheus.Gauge
 	droppedWrites *prometheus.CounterVec
 	sweptChunks   prometheus.Counter
-	storeUp       prometheus.Gauge
-	throttled     *prometheus.CounterVec
+	// storeWaiting and storeAbandoned: requests to DynamoDB waiting for a slot, and never sent.
+	storeWaiting   prometheus.Gauge
+	storeAbandoned prometheus.Counter
+	storeUp        prometheus.Gauge
+	throttled      *prometheus.CounterVec
 	// throttledMu guards throttledClients, the clients throttled has a series for.
 	throttledMu      sync.Mutex
 	throttledClients map[string]bool
@@ -70,13 +73,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "mcs_registry_permission_denied_total",
 		Help: "Calls refused because the client's identity may not make them (--client-ca-file), by method.",
 	}, []string{"method"})
+	m.storeWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcs_registry_dynamodb_requests_waiting",
+		Help: "Requests to DynamoDB waiting for one of --dynamodb-max-requests.",
+	})
+	m.storeAbandoned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mcs_registry_dynamodb_requests_abandoned_total",
+		Help: "Requests to DynamoDB never sent because their caller gave up while they waited for one of --dynamodb-max-requests.",
+	})
 	m.badItems = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "mcs_registry_store_bad_items_total",
 		Help: "Stored items skipped because they cannot be decoded (dynamodb store); each is logged with its key.",
 	})
 	m.droppedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcs_registry_store_dropped_writes_total",
-		Help: "Store writes that failed where no request waits for them, by op: heartbeat and heartbeat_cleanup (replication heartbeats), chunk_delete (an endpoint chunk of a replaced export generation, left in the table), chunk_sweep (an orphaned chunk a reader failed to remove).",
+		Help: "Store writes that failed where no request waits for them, by op: heartbeat and heartbeat_cleanup (replication heartbeats), chunk_delete (an endpoint chunk of a replaced export generation, left in the table), chunk_sweep (an orphaned chunk a reader failed to remove), cluster_keys (a cluster's export keys, written again after a read found them out of date).",
 	}, []string{"op"})
 	m.sweptChunks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "mcs_registry_store_swept_chunks_total",
@@ -110,7 +121,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "commit", "build_date", "go_version"})
 	buildInfo.WithLabelValues(buildinfo.Version, buildinfo.Commit, buildinfo.BuildDate, runtime.Version()).Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled, m.droppedWrites, m.sweptChunks)
+	reg.MustRegister(m.grpc, m.watches, m.watchMessages, m.recomputes, m.capacityUnits, m.denials, m.badItems, m.refusals, m.tlsReloads, m.throttled, m.droppedWrites, m.sweptChunks, m.storeWaiting, m.storeAbandoned)
 	return m
 }
 

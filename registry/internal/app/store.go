@@ -56,6 +56,7 @@ func openStore(ctx context.Context, cfg Config, hooks dynamostore.Options) (stor
 	defer cancel()
 	stOpts := hooks
 	stOpts.Client, stOpts.Streams, stOpts.Table, stOpts.Region, stOpts.Quota = client, dynamodbstreams.NewFromConfig(awsCfg), cfg.DynamoDBTable, awsCfg.Region, quota
+	stOpts.MaxRequests = cfg.DynamoDBMaxRequests
 	if cfg.ReplicationHeartbeatInterval > 0 {
 		stOpts.Replication = &dynamostore.ReplicationOptions{Region: awsCfg.Region, Replica: replicaName(), Interval: cfg.ReplicationHeartbeatInterval}
 	}

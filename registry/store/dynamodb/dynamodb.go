@@ -121,6 +121,13 @@ type Options struct {
 	// Replication, when set, turns on the replication heartbeats (RunHeartbeats,
 	// ReplicationLag): for replicas in several regions over one Global Table.
 	Replication *ReplicationOptions
+	// MaxRequests bounds the requests to the table in flight at once (gate.go); 0: no bound.
+	MaxRequests int
+	// Waiting, when set, is told of every change of the number of requests waiting for
+	// one of MaxRequests; Abandoned of each wait whose caller left (the request was not
+	// sent).
+	Waiting   func(delta int)
+	Abandoned func()
 }
 
 // New returns a store on an existing table (see CreateTable).
@@ -129,6 +136,9 @@ func New(opts Options) *Store {
 		opts.StreamPoll = 250 * time.Millisecond
 	}
 	api := opts.Client
+	if opts.MaxRequests > 0 {
+		api = gated{API: api, gate: newGate(opts.MaxRequests, opts.Waiting, opts.Abandoned)}
+	}
 	if opts.Capacity != nil {
 		api = metered{API: api, report: opts.Capacity}
 	}

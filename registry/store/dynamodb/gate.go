@@ -1,0 +1,150 @@
+package dynamodb
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// The requests one replica has in flight to DynamoDB are bounded (Options.MaxRequests).
+// When the table falls behind — throttled, a slow region, a fleet that all reconnects at
+// once — requests then wait in the replica, where one whose caller gave up leaves without
+// costing the table anything, rather than in DynamoDB's queue, where the table would do
+// work nobody waits for any more. And what keeps leases alive goes first: the writes of
+// cluster items (registrations and renewals) and the replication heartbeats wait only for
+// each other, so bulk work (syncs, export checks, refreshes) cannot make leases expire and
+// clusters register and sync all over again.
+
+// gate hands out a bounded number of request slots, urgent waiters first, each kind in
+// the order it came.
+type gate struct {
+	mu           sync.Mutex
+	free         int
+	urgent, bulk []chan struct{}
+	// waiting is told of every change of the number of waiting requests; abandoned of a
+	// wait its caller left.
+	waiting   func(delta int)
+	abandoned func()
+}
+
+func newGate(slots int, waiting func(int), abandoned func()) *gate {
+	if waiting == nil {
+		waiting = func(int) {}
+	}
+	if abandoned == nil {
+		abandoned = func() {}
+	}
+	return &gate{free: slots, waiting: waiting, abandoned: abandoned}
+}
+
+// acquire takes a slot, waiting for one while ctx lasts.
+func (g *gate) acquire(ctx context.Context, urgent bool) error {
+	g.mu.Lock()
+	if g.free > 0 && (urgent || len(g.urgent) == 0) {
+		g.free--
+		g.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	if urgent {
+		g.urgent = append(g.urgent, ch)
+	} else {
+		g.bulk = append(g.bulk, ch)
+	}
+	g.mu.Unlock()
+	g.waiting(1)
+	defer g.waiting(-1)
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	g.abandoned()
+	g.mu.Lock()
+	queue := &g.bulk
+	if urgent {
+		queue = &g.urgent
+	}
+	if i := slices.Index(*queue, ch); i >= 0 {
+		*queue = slices.Delete(*queue, i, i+1)
+		g.mu.Unlock()
+		return ctx.Err()
+	}
+	g.mu.Unlock()
+	// The slot came as the caller left: pass it on.
+	g.release()
+	return ctx.Err()
+}
+
+// release returns a slot: to the first urgent waiter, else the first other one.
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, queue := range []*[]chan struct{}{&g.urgent, &g.bulk} {
+		if len(*queue) > 0 {
+			close((*queue)[0])
+			*queue = (*queue)[1:]
+			return
+		}
+	}
+	g.free++
+}
+
+// gated is the table's API with every request through the gate.
+type gated struct {
+	API
+	gate *gate
+}
+
+func (a gated) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := a.gate.acquire(ctx, false); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.GetItem(ctx, in, o...)
+}
+
+func (a gated) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	// A replication heartbeat: late, it makes other replicas hold leases as if replication lagged.
+	if err := a.gate.acquire(ctx, getS(in.Item, attrPK) == replicationPK); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.PutItem(ctx, in, o...)
+}
+
+func (a gated) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	// A cluster item: a registration, a renewal, or a delete's fence.
+	if err := a.gate.acquire(ctx, strings.HasPrefix(getS(in.Key, attrSK), "CLUSTER#")); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.UpdateItem(ctx, in, o...)
+}
+
+func (a gated) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := a.gate.acquire(ctx, false); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.DeleteItem(ctx, in, o...)
+}
+
+func (a gated) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if err := a.gate.acquire(ctx, false); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.Query(ctx, in, o...)
+}
+
+func (a gated) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if err := a.gate.acquire(ctx, false); err != nil {
+		return nil, err
+	}
+	defer a.gate.release()
+	return a.API.TransactWriteItems(ctx, in, o...)
+}
