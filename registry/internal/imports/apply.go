@@ -227,12 +227,13 @@ func (c *Cache) refreshCluster(ctx context.Context, clusterset, clusterID string
 	}
 	s.refresh.Lock()
 	defer s.refresh.Unlock()
+	since := s.readStart()
 	cl, err := c.store.GetCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: clusterID})
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrClusterNotFound) {
 		return fmt.Errorf("get cluster %s/%s: %w", clusterset, clusterID, err)
 	}
-	s.setCluster(clusterID, cl, found)
+	s.setRead(clusterID, cl, found, since)
 	return nil
 }
 
@@ -240,23 +241,9 @@ func (c *Cache) refreshCluster(ctx context.Context, clusterset, clusterID string
 // result, a stream image); nil means deleted. A state older than the one held (by renew
 // time) is ignored, so a late stream record cannot undo a newer write.
 func (c *Cache) setCluster(clusterset, clusterID string, cl *store.Cluster) {
-	s := c.existing(clusterset)
-	if s == nil {
-		return
+	if s := c.existing(clusterset); s != nil {
+		s.applyKnown(clusterID, cl)
 	}
-	s.refresh.Lock()
-	defer s.refresh.Unlock()
-	if cl == nil {
-		s.setCluster(clusterID, store.Cluster{}, false)
-		return
-	}
-	s.mu.Lock()
-	held, ok := s.clusters[clusterID]
-	s.mu.Unlock()
-	if ok && held.RenewTime.After(cl.RenewTime) {
-		return
-	}
-	s.setCluster(clusterID, *cl, true)
 }
 
 // resync reloads a clusterset from the store (every loaded one when name is empty).

@@ -22,7 +22,11 @@ type set struct {
 	// one must not resume from it.
 	epoch string
 	// refresh serializes reads of the store with the updates made from them, so a later
-	// refresh never applies an older read.
+	// refresh never applies an older read. A cluster's state known without a read (a
+	// registration's or renewal's result, a stream image) does not wait for it: it would
+	// queue behind other Services' reads, and leases expire while it waits. Instead each
+	// known state is numbered (knownSeq), and a read that started before a cluster's last
+	// known state keeps that state.
 	refresh sync.Mutex
 	// commit gathers the Services of concurrent refreshes into one: a burst of syncs
 	// merges each Service once per batch, not once per sync.
@@ -31,6 +35,10 @@ type set struct {
 	mu       sync.Mutex
 	closed   bool
 	clusters map[string]store.Cluster
+	// known is each cluster's last state known without a read (nil: deleted) and when,
+	// by knownSeq.
+	known    map[string]knownCluster
+	knownSeq uint64
 	// leases are the verdicts the imports were last computed with, and participants the
 	// clusters whose exports take part under them.
 	leases       map[string]lease.Verdict
@@ -57,9 +65,56 @@ type logEntry struct {
 	prev *registryv1.ServiceImport
 }
 
+// knownCluster is a cluster's state known without a read, numbered.
+type knownCluster struct {
+	cluster *store.Cluster
+	seq     uint64
+}
+
+// readStart is the number of the last known state, before a read of the store.
+func (s *set) readStart() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.knownSeq
+}
+
+// newerKnownLocked is the state known of the cluster since a read that started at since.
+func (s *set) newerKnownLocked(clusterID string, since uint64) (knownCluster, bool) {
+	k, ok := s.known[clusterID]
+	return k, ok && k.seq > since
+}
+
+// applyKnown applies a cluster's state known without reading the store (nil: deleted),
+// unless it is older than the state held (by renew time); while the set loads, it is
+// kept for the load to apply.
+func (s *set) applyKnown(clusterID string, cl *store.Cluster) {
+	now := s.cache.now()
+	repl := s.cache.replication()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cl != nil {
+		if held, ok := s.clusters[clusterID]; ok && held.RenewTime.After(cl.RenewTime) {
+			return
+		}
+		if k, ok := s.known[clusterID]; ok && k.cluster != nil && k.cluster.RenewTime.After(cl.RenewTime) {
+			return
+		}
+	}
+	if s.known == nil {
+		s.known = map[string]knownCluster{}
+	}
+	s.knownSeq++
+	s.known[clusterID] = knownCluster{cluster: cl, seq: s.knownSeq}
+	if s.clusters == nil {
+		return
+	}
+	s.setClusterLocked(clusterID, cl, now, repl)
+}
+
 // reload reads the whole clusterset from the store and recomputes every import. The
 // caller holds s.refresh.
 func (s *set) reload(ctx context.Context) error {
+	since := s.readStart()
 	clusters, err := s.cache.store.ListClusters(ctx, s.name)
 	if err != nil {
 		return fmt.Errorf("list clusters of %s: %w", s.name, err)
@@ -80,7 +135,19 @@ func (s *set) reload(ctx context.Context) error {
 	repl := s.cache.replication()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A cluster's state known since the read began is newer than the read's.
+	for id := range s.known {
+		if k, ok := s.newerKnownLocked(id, since); ok {
+			if k.cluster == nil {
+				delete(byID, id)
+			} else if held, ok := byID[id]; !ok || !held.RenewTime.After(k.cluster.RenewTime) {
+				byID[id] = *k.cluster
+			}
+		}
+	}
 	s.clusters = byID
+	// Reads are serialized (s.refresh): every later one starts after these states.
+	clear(s.known)
 	s.leases = make(map[string]lease.Verdict, len(byID))
 	s.participants = make(map[string]merge.Participant, len(byID))
 	for id, cl := range byID {
@@ -351,15 +418,35 @@ func (s *set) refreshServices(ctx context.Context, keys []store.ServiceKey, know
 	return nil
 }
 
-func (s *set) setCluster(clusterID string, cl store.Cluster, found bool) {
+// setRead applies a cluster's state read from the store in a read that started at since
+// (found false: not in the store), unless a state known since is newer.
+func (s *set) setRead(clusterID string, cl store.Cluster, found bool, since uint64) {
 	now := s.cache.now()
 	repl := s.cache.replication()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Reads are serialized (s.refresh): every later one starts after these states.
+	defer clear(s.known)
 	if s.clusters == nil {
 		return
 	}
+	if _, newer := s.newerKnownLocked(clusterID, since); newer {
+		return
+	}
+	var p *store.Cluster
 	if found {
+		p = &cl
+	}
+	s.setClusterLocked(clusterID, p, now, repl)
+}
+
+// setClusterLocked sets a cluster's state (nil: deleted) and recomputes its imports when
+// its lease verdict changed. s.mu is held and the set loaded.
+func (s *set) setClusterLocked(clusterID string, p *store.Cluster, now time.Time, repl lease.Replication) {
+	var cl store.Cluster
+	found := p != nil
+	if found {
+		cl = *p
 		s.clusters[clusterID] = cl
 	} else {
 		delete(s.clusters, clusterID)
