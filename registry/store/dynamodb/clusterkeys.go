@@ -261,8 +261,9 @@ func (st *Store) rewriteKeys(ctx context.Context, k store.ClusterKey, was cluste
 // countNewCluster creates a new cluster's usage (nothing) and keys (none), so its first
 // sync reads them rather than the clusterset Query; on condition that neither exists and
 // that the cluster is still the one this registration created (its fence). The cluster is
-// registered whether or not its caller still waits, so this is done either way. A failure
-// costs only that first read.
+// registered whether or not its caller still waits, so this is done either way, as urgent
+// as the registration: a first sync that found neither would query the clusterset. A
+// failure costs only that first read.
 func (st *Store) countNewCluster(ctx context.Context, k store.ClusterKey, fence int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()

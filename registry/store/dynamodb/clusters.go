@@ -37,6 +37,7 @@ func clusterFrom(clusterset string, item map[string]types.AttributeValue) (store
 
 // RegisterCluster implements store.Store.
 func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cluster, error) {
+	ctx = withUrgency(ctx)
 	us := st.now().UnixMicro()
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.table,
@@ -61,6 +62,7 @@ func (st *Store) RegisterCluster(ctx context.Context, c store.Cluster) (store.Cl
 // RenewLease implements store.Store. The condition makes sure a renewal never creates a
 // cluster that was deleted, in this region or (after replication) in another.
 func (st *Store) RenewLease(ctx context.Context, k store.ClusterKey, now time.Time) (store.Cluster, error) {
+	ctx = withUrgency(ctx)
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &st.table,
 		Key:                       key(pk(k.Clusterset), clusterSK(k.ClusterID)),

@@ -3,7 +3,6 @@ package dynamodb
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,10 +12,21 @@ import (
 // When the table falls behind — throttled, a slow region, a fleet that all reconnects at
 // once — requests then wait in the replica, where one whose caller gave up leaves without
 // costing the table anything, rather than in DynamoDB's queue, where the table would do
-// work nobody waits for any more. And what keeps leases alive goes first: the writes of
-// cluster items (registrations and renewals) and the replication heartbeats wait only for
-// each other, so bulk work (syncs, export checks, refreshes) cannot make leases expire and
+// work nobody waits for any more. And what keeps leases alive goes first: the requests of
+// registrations (with a new cluster's usage and keys), renewals and the replication
+// heartbeats (withUrgency) wait only for each other, so bulk work (syncs, export checks, refreshes) cannot make leases expire and
 // clusters register and sync all over again.
+
+// urgentKey marks a context whose requests go before the others (withUrgency).
+type urgentKey struct{}
+
+// withUrgency marks ctx's requests as keeping leases alive: registrations, renewals and
+// the replication heartbeats.
+func withUrgency(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+func isUrgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
 
 // gate hands out a bounded number of request slots, urgent waiters first, each kind in
 // the order it came.
@@ -93,6 +103,13 @@ func (g *gate) release() {
 	g.free++
 }
 
+// sent is the context of a request that left the gate: a caller that gives up now no
+// longer cancels it. Cut off in flight, its work would be done by DynamoDB all the same
+// and its outcome unknown here (a write the replica's cache then has to read back).
+func sent(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+}
+
 // gated is the table's API with every request through the gate.
 type gated struct {
 	API
@@ -100,51 +117,61 @@ type gated struct {
 }
 
 func (a gated) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := a.gate.acquire(ctx, false); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.GetItem(ctx, in, o...)
 }
 
 func (a gated) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	// A replication heartbeat: late, it makes other replicas hold leases as if replication lagged.
-	if err := a.gate.acquire(ctx, getS(in.Item, attrPK) == replicationPK); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.PutItem(ctx, in, o...)
 }
 
 func (a gated) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	// A cluster item: a registration, a renewal, or a delete's fence.
-	if err := a.gate.acquire(ctx, strings.HasPrefix(getS(in.Key, attrSK), "CLUSTER#")); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.UpdateItem(ctx, in, o...)
 }
 
 func (a gated) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := a.gate.acquire(ctx, false); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.DeleteItem(ctx, in, o...)
 }
 
 func (a gated) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := a.gate.acquire(ctx, false); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.Query(ctx, in, o...)
 }
 
 func (a gated) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if err := a.gate.acquire(ctx, false); err != nil {
+	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 		return nil, err
 	}
 	defer a.gate.release()
+	ctx, cancel := sent(ctx)
+	defer cancel()
 	return a.API.TransactWriteItems(ctx, in, o...)
 }

@@ -115,6 +115,8 @@ func (st *Store) RunHeartbeats(ctx context.Context) {
 }
 
 func (st *Store) heartbeat(ctx context.Context) {
+	// Late, a heartbeat makes other regions' replicas hold leases as if replication lagged.
+	ctx = withUrgency(ctx)
 	r := st.replication
 	now := st.now()
 	r.mu.Lock()
