@@ -170,6 +170,17 @@ func (s *Server) SyncExports(ctx context.Context, req *registryv1.SyncExportsReq
 	return resp, nil
 }
 
+// clusterKnown: the cluster the list is of (none: false) is registered, so its clusterset
+// is known without reading every cluster of it — one read where the cluster list grows with
+// the fleet (a cluster that exports nothing yet checks its exports every minute).
+func (s *Server) clusterKnown(ctx context.Context, clusterset, clusterID string) bool {
+	if clusterID == "" {
+		return false
+	}
+	_, err := s.store.GetCluster(ctx, store.ClusterKey{Clusterset: clusterset, ClusterID: clusterID})
+	return err == nil
+}
+
 // ListExports implements RegistryServiceServer.
 func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsRequest) (*registryv1.ListExportsResponse, error) {
 	if err := invalidRead(req.GetClusterset(), req.GetClusterId(), req.GetNamespace()); err != nil {
@@ -191,7 +202,7 @@ func (s *Server) ListExports(ctx context.Context, req *registryv1.ListExportsReq
 	if err != nil {
 		return nil, s.storeError("list exports", err)
 	}
-	if len(exports) == 0 && len(bad) == 0 {
+	if len(exports) == 0 && len(bad) == 0 && !s.clusterKnown(ctx, req.GetClusterset(), req.GetClusterId()) {
 		// Only a registered cluster can export, so the cluster list is read only to tell
 		// an unknown clusterset from one that exports nothing.
 		clusters, err := s.store.ListClusters(ctx, req.GetClusterset())
