@@ -23,7 +23,9 @@ import (
 )
 
 // TestDynamoDBStoreConformance runs the store conformance suite against the DynamoDB
-// store on dynoxide, a fresh table per test.
+// store on dynoxide, a fresh table per test, with one request to the table in flight at
+// a time (MaxRequests: the tightest bound; nothing in the store waits on a request it
+// holds).
 func TestDynamoDBStoreConformance(t *testing.T) {
 	d := harness.StartDynamoDB(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
@@ -32,7 +34,7 @@ func TestDynamoDBStoreConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return dynamostore.New(dynamostore.Options{
-			Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table,
+			Client: d.Client(), Streams: dynamodbstreams.NewFromConfig(d.Config()), Table: table, MaxRequests: 1,
 		})
 	})
 }

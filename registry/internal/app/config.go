@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ai-dynamo/global-discovery-mcs/registry/internal/ratelimit"
+	dynamostore "github.com/ai-dynamo/global-discovery-mcs/registry/store/dynamodb"
 )
 
 // Config is the registry's configuration, one field per flag.
@@ -56,6 +57,10 @@ func (c Config) Validate() error {
 	case "dynamodb":
 		if c.DynamoDBTable == "" {
 			errs = append(errs, errors.New("--dynamodb-table: required with --store=dynamodb"))
+		}
+		if c.MaxExportsPerCluster > dynamostore.MaxExportsPerCluster {
+			errs = append(errs, fmt.Errorf("--max-exports-per-cluster: %d is more than %d, the most with --store=dynamodb (each cluster's export keys are one item, at most 400 KB)",
+				c.MaxExportsPerCluster, dynamostore.MaxExportsPerCluster))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--store: %q is not a store; use memory or dynamodb", c.Store))

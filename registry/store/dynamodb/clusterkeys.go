@@ -35,6 +35,11 @@ import (
 // missing usage item) are written again from it, on condition that v did not change since
 // the keys were read.
 
+// MaxExportsPerCluster is the most exports one cluster may hold with this store (its
+// --max-exports-per-cluster): its keys item lists them all, up to 127 bytes each
+// ("<namespace>/<name>", two DNS labels), within DynamoDB's 400 KB item size.
+const MaxExportsPerCluster = 3000
+
 // keysSuffix ends the sort key of a cluster's keys item (after its usage item's).
 const keysSuffix = "#KEYS"
 
@@ -97,7 +102,7 @@ func (st *Store) readKeys(ctx context.Context, k store.ClusterKey) (clusterKeys,
 		switch getS(it, attrSK) {
 		case usageSK(k.ClusterID):
 			c.hasUsage = true
-			c.usage = store.Usage{Exports: int(getN(it, "uX")), Endpoints: int(getN(it, "uE")), Bytes: int(getN(it, "uB"))}
+			c.usage = usageFrom(it)
 		case keysSK(k.ClusterID):
 			c.hasKeys, c.v = true, getN(it, "v")
 			ss, _ := it["svcs"].(*types.AttributeValueMemberSS)
@@ -227,10 +232,8 @@ func (st *Store) rewriteKeys(ctx context.Context, k store.ClusterKey, was cluste
 		for _, it := range mine {
 			u = u.Add(st.weightOf(ctx, k.Clusterset, it))
 		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &st.table, Item: map[string]types.AttributeValue{
-			attrPK: strAttr(p), attrSK: strAttr(usageSK(k.ClusterID)),
-			"uX": numAttr(int64(u.Exports)), "uE": numAttr(int64(u.Endpoints)), "uB": numAttr(int64(u.Bytes)),
-		}, ConditionExpression: aws.String("attribute_not_exists(PK)")}})
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &st.table, Item: usageItem(p, k.ClusterID, u),
+			ConditionExpression: aws.String("attribute_not_exists(PK)")}})
 	}
 	set := make([]string, 0, len(mine))
 	for _, it := range mine {
@@ -271,9 +274,7 @@ func (st *Store) countNewCluster(ctx context.Context, k store.ClusterKey, fence 
 	err := st.transact(ctx, []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{TableName: &st.table, Key: key(p, clusterSK(k.ClusterID)),
 			ConditionExpression: aws.String("fenceUs = :f"), ExpressionAttributeValues: map[string]types.AttributeValue{":f": numAttr(fence)}}},
-		{Put: &types.Put{TableName: &st.table, Item: map[string]types.AttributeValue{
-			attrPK: strAttr(p), attrSK: strAttr(usageSK(k.ClusterID)), "uX": numAttr(0), "uE": numAttr(0), "uB": numAttr(0),
-		}, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		{Put: &types.Put{TableName: &st.table, Item: usageItem(p, k.ClusterID, store.Usage{}), ConditionExpression: aws.String("attribute_not_exists(PK)")}},
 		{Put: &types.Put{TableName: &st.table, Item: map[string]types.AttributeValue{
 			attrPK: strAttr(p), attrSK: strAttr(keysSK(k.ClusterID)), "v": numAttr(1),
 		}, ConditionExpression: aws.String("attribute_not_exists(PK)")}},

@@ -34,6 +34,8 @@ const commitTimeout = 30 * time.Second
 
 // commitWrite is one write waiting for its transaction.
 type commitWrite struct {
+	// ctx is its caller's: a write whose caller left before it was sent is not sent.
+	ctx      context.Context
 	items    []types.TransactWriteItem
 	keys     []string
 	size     int
@@ -41,30 +43,17 @@ type commitWrite struct {
 	done     chan error
 }
 
-// committers are the committers of each clusterset (partition key).
+// committers are the committers of each clusterset (partition key) with writes waiting
+// or in flight; an idle one is removed, so they are as many as the clustersets written
+// to at once. Their one lock guards them all: what it covers is short.
 type committers struct {
 	mu  sync.Mutex
 	all map[string]*committer
 }
 
-// of is the committer of partition p.
-func (cs *committers) of(p string) *committer {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.all == nil {
-		cs.all = map[string]*committer{}
-	}
-	c := cs.all[p]
-	if c == nil {
-		c = &committer{}
-		cs.all[p] = c
-	}
-	return c
-}
-
-// committer holds the writes waiting and the items of the transactions in flight.
+// committer holds a clusterset's writes waiting and the items of its transactions in
+// flight. committers.mu guards it.
 type committer struct {
-	mu       sync.Mutex
 	queue    []*commitWrite
 	inFlight map[string]bool
 	flights  int
@@ -75,17 +64,28 @@ type committer struct {
 // this write's items. A caller that leaves before the answer does not learn whether its
 // write applied (as after any other error).
 func (st *Store) commit(ctx context.Context, p string, items []types.TransactWriteItem, size int) error {
-	w := &commitWrite{items: items, keys: itemKeys(items), size: size, done: make(chan error, 1)}
-	c := st.commits.of(p)
-	c.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &commitWrite{ctx: ctx, items: items, keys: itemKeys(items), size: size, done: make(chan error, 1)}
+	cs := &st.commits
+	cs.mu.Lock()
+	if cs.all == nil {
+		cs.all = map[string]*committer{}
+	}
+	c := cs.all[p]
+	if c == nil {
+		c = &committer{inFlight: map[string]bool{}}
+		cs.all[p] = c
+	}
 	c.queue = append(c.queue, w)
 	start := c.flights < commitFlights
 	if start {
 		c.flights++
 	}
-	c.mu.Unlock()
+	cs.mu.Unlock()
 	if start {
-		go st.flush(context.WithoutCancel(ctx), c)
+		go st.flush(context.WithoutCancel(ctx), p, c)
 	}
 	select {
 	case err := <-w.done:
@@ -115,19 +115,23 @@ func itemKeys(items []types.TransactWriteItem) []string {
 	return keys
 }
 
-// flush sends transactions of c's waiting writes until none waits.
-func (st *Store) flush(ctx context.Context, c *committer) {
+// flush sends transactions of the waiting writes of clusterset p until none waits.
+func (st *Store) flush(ctx context.Context, p string, c *committer) {
+	cs := &st.commits
 	for {
-		c.mu.Lock()
+		cs.mu.Lock()
 		batch := c.take()
 		if len(batch) == 0 {
 			c.flights--
-			c.mu.Unlock()
+			if c.flights == 0 && len(c.queue) == 0 {
+				delete(cs.all, p)
+			}
+			cs.mu.Unlock()
 			return
 		}
-		c.mu.Unlock()
+		cs.mu.Unlock()
 		again := st.send(ctx, batch)
-		c.mu.Lock()
+		cs.mu.Lock()
 		for _, w := range batch {
 			for _, k := range w.keys {
 				delete(c.inFlight, k)
@@ -135,21 +139,22 @@ func (st *Store) flush(ctx context.Context, c *committer) {
 		}
 		// Sent again first: they came before the writes waiting now.
 		c.queue = append(again, c.queue...)
-		c.mu.Unlock()
+		cs.mu.Unlock()
 	}
 }
 
 // take removes from the queue, in order, the writes of the next transaction: those whose
 // items are in no transaction in flight nor in an earlier write taken, within DynamoDB's
-// limits. c.mu is held.
+// limits. committers.mu is held.
 func (c *committer) take() []*commitWrite {
-	if c.inFlight == nil {
-		c.inFlight = map[string]bool{}
-	}
 	var batch []*commitWrite
 	items, size := 0, 0
 	rest := c.queue[:0]
 	for i, w := range c.queue {
+		if err := w.ctx.Err(); err != nil {
+			w.done <- err // its caller left: not sent
+			continue
+		}
 		busy := false
 		for _, k := range w.keys {
 			busy = busy || c.inFlight[k]

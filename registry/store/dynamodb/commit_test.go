@@ -68,7 +68,7 @@ func (a *groupAPI) TransactWriteItems(_ context.Context, in *dynamodb.TransactWr
 // TestGroupCommit: concurrent export writes of many clusters go in fewer transactions,
 // each naming an item once and no item in two at once (so one cluster's writes go one at
 // a time); a write its own condition refuses gets its own items' reasons, and the writes
-// sent with it apply.
+// sent with it apply; the committer goes when idle.
 func TestGroupCommit(t *testing.T) {
 	api := &groupAPI{inFlight: map[string]bool{}, applied: map[string]int{}, refuse: map[string]bool{"CS#prod\x00EXPORT#ns/bad#c07": true}}
 	st := New(Options{Client: api, Table: "t"})
@@ -123,4 +123,26 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("%d transactions for 400 writes of 20 clusters at once: none grouped", len(api.sizes))
 	}
 	t.Logf("400 writes in %d transactions", len(api.sizes))
+	// A write whose caller left is not sent.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	sent := len(api.sizes)
+	if err := st.commit(gone, "CS#prod", write("c00", "late"), 600); !errors.Is(err, context.Canceled) {
+		t.Errorf("a write whose caller left: %v, want context.Canceled", err)
+	}
+	if len(api.sizes) != sent || api.applied["CS#prod\x00EXPORT#ns/late#c00"] != 0 {
+		t.Error("a write whose caller left was sent")
+	}
+	// Idle, the clusterset's committer goes: they are as many as the clustersets being written.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		st.commits.mu.Lock()
+		n := len(st.commits.all)
+		st.commits.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d committers kept after every write ended, want 0", n)
+		}
+	}
 }

@@ -50,8 +50,13 @@ func newGate(slots int, waiting func(int), abandoned func()) *gate {
 	return &gate{free: slots, waiting: waiting, abandoned: abandoned}
 }
 
-// acquire takes a slot, waiting for one while ctx lasts.
+// acquire takes a slot, waiting for one while ctx lasts. A caller that already left gets
+// none: its request is never sent.
 func (g *gate) acquire(ctx context.Context, urgent bool) error {
+	if err := ctx.Err(); err != nil {
+		g.abandoned()
+		return err
+	}
 	g.mu.Lock()
 	if g.free > 0 && (urgent || len(g.urgent) == 0) {
 		g.free--
@@ -116,62 +121,38 @@ type gated struct {
 	gate *gate
 }
 
-func (a gated) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
+// through sends one request once the gate lets it: urgent when its context says so (withUrgency).
+func through[I, O any](ctx context.Context, g *gate, in I, o []func(*dynamodb.Options), call func(context.Context, I, ...func(*dynamodb.Options)) (O, error)) (O, error) {
+	if err := g.acquire(ctx, isUrgent(ctx)); err != nil {
+		var none O
+		return none, err
 	}
-	defer a.gate.release()
+	defer g.release()
 	ctx, cancel := sent(ctx)
 	defer cancel()
-	return a.API.GetItem(ctx, in, o...)
+	return call(ctx, in, o...)
+}
+
+func (a gated) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return through(ctx, a.gate, in, o, a.API.GetItem)
 }
 
 func (a gated) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
-	}
-	defer a.gate.release()
-	ctx, cancel := sent(ctx)
-	defer cancel()
-	return a.API.PutItem(ctx, in, o...)
+	return through(ctx, a.gate, in, o, a.API.PutItem)
 }
 
 func (a gated) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
-	}
-	defer a.gate.release()
-	ctx, cancel := sent(ctx)
-	defer cancel()
-	return a.API.UpdateItem(ctx, in, o...)
+	return through(ctx, a.gate, in, o, a.API.UpdateItem)
 }
 
 func (a gated) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
-	}
-	defer a.gate.release()
-	ctx, cancel := sent(ctx)
-	defer cancel()
-	return a.API.DeleteItem(ctx, in, o...)
+	return through(ctx, a.gate, in, o, a.API.DeleteItem)
 }
 
 func (a gated) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
-	}
-	defer a.gate.release()
-	ctx, cancel := sent(ctx)
-	defer cancel()
-	return a.API.Query(ctx, in, o...)
+	return through(ctx, a.gate, in, o, a.API.Query)
 }
 
 func (a gated) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if err := a.gate.acquire(ctx, isUrgent(ctx)); err != nil {
-		return nil, err
-	}
-	defer a.gate.release()
-	ctx, cancel := sent(ctx)
-	defer cancel()
-	return a.API.TransactWriteItems(ctx, in, o...)
+	return through(ctx, a.gate, in, o, a.API.TransactWriteItems)
 }

@@ -122,14 +122,8 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	}
 	mine := map[store.ServiceKey]priorItem{}
 	for _, it := range items {
-		ek, err := exportKeyFrom(it)
-		if err != nil {
-			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
-			continue
-		}
-		if ek.ClusterID == k.ClusterID {
-			mine[ek.Service] = priorItem{prior: *st.priorFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
-		}
+		ek, _ := exportKeyFrom(it) // clusterItems returns the cluster's, by their keys
+		mine[ek.Service] = priorItem{prior: *st.priorFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
 	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
 	for _, e := range exports {

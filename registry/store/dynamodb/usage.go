@@ -73,12 +73,23 @@ func (st *Store) usageUpdate(p, clusterID string, delta store.Usage) (item types
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}, true
 }
 
+// usageFrom is the usage a usage item holds.
+func usageFrom(item map[string]types.AttributeValue) store.Usage {
+	return store.Usage{Exports: int(getN(item, "uX")), Endpoints: int(getN(item, "uE")), Bytes: int(getN(item, "uB"))}
+}
+
+// usageItem is a cluster's usage item holding u.
+func usageItem(p, clusterID string, u store.Usage) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: strAttr(p), attrSK: strAttr(usageSK(clusterID)),
+		"uX": numAttr(int64(u.Exports)), "uE": numAttr(int64(u.Endpoints)), "uB": numAttr(int64(u.Bytes))}
+}
+
 // usageRefusal is the error of a refused usage condition, from the usage item as it was.
 func (st *Store) usageRefusal(k store.ClusterKey, old map[string]types.AttributeValue, delta store.Usage) error {
 	if len(old) == 0 {
 		return errNoUsage
 	}
-	stored := store.Usage{Exports: int(getN(old, "uX")), Endpoints: int(getN(old, "uE")), Bytes: int(getN(old, "uB"))}
+	stored := usageFrom(old)
 	if err := st.quota.Check(k, stored.Add(delta)); err != nil {
 		return err
 	}
