@@ -78,29 +78,79 @@ func (rs *regionSet) outages(t *testing.T, monitors []*harness.EndpointsMonitor)
 
 // TestReplicationStallCostsNoEndpoints: use1-a's controller uses region A's registry and
 // usw2-a's region B's, with the defaults (lease 30 s, renewal every 10 s, hold 2 min). A
-// 90 s replication stall, then 90 s of a 25 s replication lag, cost neither cluster a
+// 90 s replication stall, and 90 s of a 25 s replication lag, cost neither cluster a
 // moment without the other's endpoints. Before the hold, the stall cost 68 s each way and
 // the lag 38 s. While the registry holds a cluster, its region's metric, ListClusters,
 // mcs-admin describe and the importing ServiceImport's ReplicationHeld condition say so.
+// The stall and the lag run side by side, each on a region set of its own: both mostly
+// wait out their 90 s.
 func TestReplicationStallCostsNoEndpoints(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	t.Run("Stall", func(t *testing.T) {
+		t.Parallel()
+		replicationStall(t)
+	})
+	t.Run("Lag", func(t *testing.T) {
+		t.Parallel()
+		replicationLag(t)
+	})
+}
+
+// startRelayPair starts use1-a on region A's registry and usw2-a on region B's, with the
+// defaults, each importing the other's dynamo/relay, and monitors each cluster's imported
+// endpoints of the other.
+func startRelayPair(t *testing.T, ctx context.Context) (*regionSet, []*harness.EndpointsMonitor) {
+	t.Helper()
 	rs := startRegionSet(t, ctx, []string{"use1-a", "usw2-a"}, []int{0, 1}, nil, nil)
 	both := rs.relayImport(0, 1)
 	for _, c := range rs.cls {
 		waitImport(t, c, "dynamo", "relay", both)
 	}
-	// Each cluster watches the endpoints of the cluster homed in the other region.
-	monitors := []*harness.EndpointsMonitor{
+	return rs, []*harness.EndpointsMonitor{
 		rs.cls[0].MonitorImportedEndpoints(t, "dynamo", "relay", rs.ids[1]),
 		rs.cls[1].MonitorImportedEndpoints(t, "dynamo", "relay", rs.ids[0]),
 	}
+}
 
-	// A 90 s stall.
+// waitNoneHeld waits until each cluster's import holds no cluster.
+func (rs *regionSet) waitNoneHeld(t *testing.T, what string) {
+	t.Helper()
+	for _, c := range rs.cls {
+		harness.Eventually(t, c.Name+": ReplicationHeld=False"+what, 30*time.Second, func() string {
+			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != "ReplicationHeld=False NoneHeld" {
+				return got
+			}
+			return ""
+		})
+	}
+}
+
+// noOutage fails the test for any time a cluster was without the other's endpoints, or
+// any reconciler error of its controller.
+func (rs *regionSet) noOutage(t *testing.T, monitors []*harness.EndpointsMonitor, what string) []time.Duration {
+	t.Helper()
+	out := rs.outages(t, monitors)
+	for i, d := range out {
+		if d > 0 {
+			t.Errorf("%s was without the other region's endpoints for %s during %s; want 0 s", rs.ids[i], d.Round(time.Millisecond), what)
+		}
+	}
+	for i, ctl := range rs.ctls {
+		if n := strings.Count(ctl.Output(), "Reconciler error"); n > 0 {
+			t.Errorf("%s: %d reconciler errors:\n%s", rs.ids[i], n, grepLines(ctl.Output(), "Reconciler error"))
+		}
+	}
+	return out
+}
+
+// replicationStall: a 90 s stall. Past the lease of the last replicated renewal, each
+// region holds the other's cluster, says so, and lets go when replication resumes; no
+// lease expires.
+func replicationStall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, monitors := startRelayPair(t, ctx)
 	rs.repl.Pause()
 	stalled := time.Now()
-	// Past the lease (30 s) of the last replicated renewal, each region holds the other's
-	// cluster, and says so.
 	for i, c := range rs.cls {
 		other := 1 - i
 		want := "ReplicationHeld=True ReplicationLagging"
@@ -132,63 +182,45 @@ func TestReplicationStallCostsNoEndpoints(t *testing.T) {
 	t.Logf("describe in region B %.0f s into the stall:\n%s", time.Since(stalled).Seconds(), out)
 	time.Sleep(90*time.Second - time.Since(stalled))
 	rs.repl.Resume()
-	for _, c := range rs.cls {
-		harness.Eventually(t, c.Name+": ReplicationHeld=False", 30*time.Second, func() string {
-			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != "ReplicationHeld=False NoneHeld" {
-				return got
-			}
-			return ""
-		})
+	rs.waitNoneHeld(t, "")
+	for i, reg := range rs.regs {
+		if n := leaseTransitions(reg.Output(), rs.ids[1-i]); n["LEASE_STATE_EXPIRED"] > 0 {
+			t.Errorf("region %d: %s's lease expired around the stall (%v): the hold must keep a healthy cluster", i, rs.ids[1-i], n)
+		}
 	}
-	stall := rs.outages(t, monitors)
+	stall := rs.noOutage(t, monitors, "the stall")
 	t.Logf("FIGURE 90 s replication stall: use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s (held from %.0f s into the stall; before the hold: 68.4 s and 68.9 s)",
 		stall[0].Seconds(), stall[1].Seconds(), held.Seconds())
+}
 
-	// 90 s of a 25 s lag: more than the lease minus the renewal interval.
+// replicationLag: 90 s of a 25 s lag, more than the lease minus the renewal interval. A
+// steady lag is a steady state: each region holds the other's cluster once, through every
+// renewal that lands nearly expired, and lets go once when renewals land fresh.
+func replicationLag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, monitors := startRelayPair(t, ctx)
 	logged := [2]int{len(rs.regs[0].Output()), len(rs.regs[1].Output())}
 	rs.repl.SetDelay(25 * time.Second)
 	time.Sleep(90 * time.Second)
 	rs.repl.SetDelay(2 * time.Second)
 	// What was read in the last 25 s still arrives 25 s late.
 	time.Sleep(30 * time.Second)
+	both := rs.relayImport(0, 1)
 	for _, c := range rs.cls {
 		waitImport(t, c, "dynamo", "relay", both)
 	}
-	for _, c := range rs.cls {
-		harness.Eventually(t, c.Name+": ReplicationHeld=False after the lag", 30*time.Second, func() string {
-			if got := importCondition(t, c, "dynamo", "relay", "ReplicationHeld"); got != "ReplicationHeld=False NoneHeld" {
-				return got
-			}
-			return ""
-		})
-	}
-	// A steady lag is a steady state: each region holds the other's cluster once, through
-	// every renewal that lands nearly expired, and lets go once when renewals land fresh.
+	rs.waitNoneHeld(t, " after the lag")
 	for i, reg := range rs.regs {
-		out := reg.Output()
-		stalled, lagged := leaseTransitions(out[:logged[i]], rs.ids[1-i]), leaseTransitions(out[logged[i]:], rs.ids[1-i])
-		t.Logf("FIGURE region %d's lease transitions of %s: during the stall %v, during the lag %v", i, rs.ids[1-i], stalled, lagged)
-		if stalled["LEASE_STATE_EXPIRED"] > 0 {
-			t.Errorf("region %d: %s's lease expired around the stall (%v): the hold must keep a healthy cluster", i, rs.ids[1-i], stalled)
-		}
+		lagged := leaseTransitions(reg.Output()[logged[i]:], rs.ids[1-i])
+		t.Logf("FIGURE region %d's lease transitions of %s during the lag: %v", i, rs.ids[1-i], lagged)
 		if lagged["LEASE_STATE_HELD_REPLICATION"] > 1 || lagged["LEASE_STATE_ACTIVE"] > 1 || lagged["LEASE_STATE_EXPIRED"] > 0 {
 			t.Errorf("region %d: %s's lease changed state %v under a steady lag; want at most one transition each way", i, rs.ids[1-i], lagged)
 		}
 	}
-	total := rs.outages(t, monitors)
-	lag := []time.Duration{total[0] - stall[0], total[1] - stall[1]}
+	lag := rs.noOutage(t, monitors, "the lag")
 	t.Logf("FIGURE 90 s of a 25 s replication lag: use1-a without usw2-a's endpoints %.1f s, usw2-a without use1-a's %.1f s (before the hold: 38 s each)",
 		lag[0].Seconds(), lag[1].Seconds())
-	for i, d := range total {
-		if d > 0 {
-			t.Errorf("%s was without the other region's endpoints for %s (stall %s, lag %s); want 0 s", rs.ids[i], d.Round(time.Millisecond), stall[i].Round(time.Millisecond), lag[i].Round(time.Millisecond))
-		}
-	}
-	for i, ctl := range rs.ctls {
-		if n := strings.Count(ctl.Output(), "Reconciler error"); n > 0 {
-			t.Errorf("%s: %d reconciler errors:\n%s", rs.ids[i], n, grepLines(ctl.Output(), "Reconciler error"))
-		}
-	}
 }
 
 // leaseTransitions counts a registry's logged lease state changes of one cluster, by the

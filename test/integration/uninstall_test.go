@@ -92,8 +92,9 @@ func TestUninstallCleanup(t *testing.T) {
 	}
 
 	// While a replica holds the leader Lease, cleanup would race the controller: it waits,
-	// then refuses.
-	out, code := runCleanup(t, b, "--wait=2s")
+	// then refuses. A holder that is not a pod of the named Deployment (a process here) is
+	// never taken for one that is gone.
+	out, code := runCleanup(t, b, "--wait=2s", "--controller-deployment=mcs-controller")
 	if code != 1 || !strings.Contains(out, "still holds the leader Lease mcs-system/mcs-controller.multicluster.dynamo.nvidia.com") ||
 		!strings.Contains(out, "stop mcs-controller first") {
 		t.Fatalf("cleanup with the controller running: exit %d\n%s", code, out)

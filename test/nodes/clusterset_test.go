@@ -80,6 +80,9 @@ func clusterset(t *testing.T) []*harness.Cluster {
 		start := time.Now()
 		shared.scope.Use(t, func(tb testing.TB) {
 			shared.clusters = harness.StartClusters(tb, clustersetOptions())
+			// A pod whose log TestManualOnNodes reads minutes later; kube-system outlives
+			// the resets.
+			shared.clusters[0].Apply(tb, harness.DecodeYAML(tb, "log-witness", []byte(fmt.Sprintf(logWitness, harness.BusyboxImage)))...)
 		})
 		t.Logf("FIGURE the shared clusterset started (three clusters with a Ready node each): %s", time.Since(start).Round(time.Second))
 	}
@@ -95,6 +98,21 @@ func clustersetOptions() harness.ClusterOptions {
 	}
 	return harness.ClusterOptions{Names: clustersetIDs, Nodes: true, NodeLabels: labels, SkipCRDs: true}
 }
+
+// logWitness is a pod that logs one line and sleeps.
+const logWitness = `apiVersion: v1
+kind: Pod
+metadata:
+  name: log-witness
+  namespace: kube-system
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: witness
+    image: %s
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo log witness started && exec sleep 86400"]
+`
 
 // dropClusterset stops the shared clusters, for a test that needs clusters of its own; a
 // later test that asks starts new ones.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -32,7 +33,13 @@ type Options struct {
 	LeaderLease client.ObjectKey
 	// Wait bounds the wait for the Lease to be free.
 	Wait time.Duration
-	Log  *slog.Logger
+	// ControllerDeployment names the controller's Deployment in the Lease's namespace:
+	// a holder that was one of its pods, and whose pod is gone, holds the Lease no longer.
+	// `helm uninstall` deletes the controller's RBAC and ServiceAccount as it deletes its
+	// Deployment, so the stopping replica cannot release the Lease, and without this Run
+	// would wait for the Lease to expire. Empty: the Lease alone says.
+	ControllerDeployment string
+	Log                  *slog.Logger
 	// Now returns the current time; nil: time.Now.
 	Now func() time.Time
 }
@@ -104,6 +111,9 @@ func waitLeaseFree(ctx context.Context, c client.Client, o Options) error {
 			return fmt.Errorf("read the leader Lease %s: %w", o.LeaderLease, err)
 		case !o.held(&l):
 			return nil
+		case o.holderGone(ctx, c, &l):
+			o.Log.Info("the leader Lease's holder is gone: its pod no longer exists", "lease", o.LeaderLease.String(), "holder", *l.Spec.HolderIdentity)
+			return nil
 		case !o.now().Before(deadline):
 			return fmt.Errorf("a controller replica (%s) still holds the leader Lease %s after %s: stop mcs-controller first "+
 				"(helm uninstall deletes it; or kubectl scale deployment/mcs-controller --replicas=0), then run the cleanup again",
@@ -119,6 +129,57 @@ func waitLeaseFree(ctx context.Context, c client.Client, o Options) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// holderGone reports whether the Lease's holder was a pod of the controller's Deployment
+// that no longer exists or whose containers have stopped. A holder's identity is its
+// hostname (a pod's name, unless longer than a hostname may be) and a suffix; a holder
+// that is not such a pod, or a pod that cannot be read, is not gone.
+func (o Options) holderGone(ctx context.Context, c client.Client, l *coordinationv1.Lease) bool {
+	pod, ok := o.holderPod(*l.Spec.HolderIdentity)
+	if !ok {
+		return false
+	}
+	var p corev1.Pod
+	err := c.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: pod}, &p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// holderPod returns the pod name in a holder identity ("<hostname>_<id>", as
+// controller-runtime writes it) when it is a name of a pod of the controller's Deployment:
+// "<deployment>-<pod-template-hash>-<suffix>" (both generated), shorter than a hostname's 63 characters (a
+// longer name is cut in the hostname).
+func (o Options) holderPod(holder string) (string, bool) {
+	host, _, ok := strings.Cut(holder, "_")
+	if !ok || o.ControllerDeployment == "" || len(host) >= 63 {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(host, o.ControllerDeployment+"-")
+	if !ok {
+		return "", false
+	}
+	hash, suffix, ok := strings.Cut(rest, "-")
+	if !ok || hash == "" || len(suffix) != 5 || !generated(hash) || !generated(suffix) {
+		return "", false
+	}
+	return host, true
+}
+
+// generated reports whether s is spelled as Kubernetes spells generated names (a
+// pod-template-hash, a pod name's random suffix): consonants and digits without vowels.
+func generated(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("bcdfghjklmnpqrstvwxz2456789", r) {
+			return false
+		}
+	}
+	return true
 }
 
 func cleanNamespace(ctx context.Context, c client.Client, ns string, res *Result) error {
