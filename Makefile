@@ -29,7 +29,7 @@ GO_TEST_FLAGS ?= -count=1
 export GOFLAGS := -buildvcs=false -trimpath
 lint generate check-generate test-compile test-unit fuzz test-integration: export CGO_ENABLED := 0
 
-.PHONY: test-all lane-test-tools lane-checks modules test-compile test-times tools-gotestsum tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
+.PHONY: test-all modules test-compile test-times tools-gotestsum tidy check-tidy demo e2e tools-coredns tools-golangci-lint tools-helm release image docker-build docker-push all tools tools-proto tools-k8s tools-npm generate check-generate lint build test test-unit test-integration fuzz run clean
 
 all: build
 
@@ -152,20 +152,25 @@ test:
 	  if [ -z "$(AS_ROOT)" ]; then echo "skipped (not root): test/nodes and TestDemoOnNodes, which start clusters with real nodes; as root, with the Debian packages .ci/run installs: sudo make test"; fi; \
 	  exit $$status
 
-# Two lanes side by side, then the test module: the tools only the test module runs (the
-# Kubernetes binaries, CoreDNS, helm, promtool; for minutes one package compiles alone)
-# and the test module's compile, beside everything else, whose compiles fill the other
-# core. Cold, the two lanes took about as long (docs/development.md, "Test time"). Each
-# lane's output is printed whole when it ends (--output-sync).
+# Everything before the test module, as one queue on 2 cores (make -j2 starts the steps in
+# the order of PRE_TEST, the next whenever one ends): the Kubernetes build first (for
+# minutes one package compiles alone on a cold machine, and the other slot goes through the
+# rest), the steps that write sources (generated code, go.mod) before anything compiles
+# them, CoreDNS after the Kubernetes build, whose packages it shares, then the compile and
+# test work longest first. Each step's output is printed whole when it ends
+# (--output-sync). Before, two fixed lanes: warm, one ended 140 s before the other
+# (docs/development.md, "Test time").
+PRE_TEST := tools-k8s tools-npm tools-proto tools-gotestsum modules tools-golangci-lint check-generate check-tidy \
+  tools-coredns tools-helm tools-promtool test-unit fuzz test-compile lint build
 test-all:
-	$(MAKE) --no-print-directory -j2 --output-sync=recurse lane-test-tools lane-checks
+	$(MAKE) --no-print-directory -j2 --output-sync=target QUEUE=1 $(PRE_TEST)
 	$(MAKE) --no-print-directory test-integration
 
-lane-test-tools:
-	$(MAKE) --no-print-directory -j1 tools-k8s tools-coredns tools-helm tools-promtool test-compile
-
-lane-checks:
-	$(MAKE) --no-print-directory -j1 tools-npm tools-proto tools-gotestsum modules tools-golangci-lint build lint check-generate check-tidy test-unit
+ifeq ($(QUEUE),1)
+check-generate check-tidy: | tools-npm tools-proto modules
+build lint test-compile test-unit fuzz: | check-generate check-tidy tools-gotestsum
+tools-coredns: | tools-k8s
+endif
 
 # Every module the workspace and the image build name (the Dockerfile's `go mod download`):
 # on a cold machine minutes of downloads, here beside the other lane's compiles instead of
@@ -196,7 +201,6 @@ test-unit: tools-gotestsum
 	@mkdir -p $(TEST_JSON)
 	@for m in internal api registry controller admin gds-client; do (cd $$m && $(GOTESTSUM) $(TEST_JSON)/unit-$$m.json -- $(GO_TEST_FLAGS) ./...); done
 	cd tools/coredns && GOWORK=off $(GOTESTSUM) $(TEST_JSON)/unit-coredns.json -- $(GO_TEST_FLAGS) ./...
-	$(MAKE) fuzz
 
 # Fuzzing with a budget in executions, not seconds: Go 1.26's fuzz coordinator can report
 # "context deadline exceeded" as a failure when a duration budget ends while a worker is

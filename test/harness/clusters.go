@@ -47,6 +47,9 @@ type Cluster struct {
 	env     *envtest.Environment
 	apiPort int
 	certDir string
+	// stops are run, last first, when the cluster stops: a restarted kube-apiserver.
+	mu    sync.Mutex
+	stops []func()
 }
 
 // ClusterOptions configure StartClusters.
@@ -238,6 +241,13 @@ func startCluster(name, serviceCIDR, assets, dir string, crds []*apiextensionsv1
 
 // Stop stops the cluster's processes.
 func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	stops := c.stops
+	c.stops = nil
+	c.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
 	if c.env == nil {
 		return nil
 	}

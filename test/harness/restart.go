@@ -37,9 +37,10 @@ func (c *Cluster) RestartAPIServer(tb testing.TB) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The new process is stopped by the test's cleanup; envtest's own Stop then finds its
-	// process gone.
-	StartProcess(tb, "kube-apiserver/"+c.Name, argv[0], argv[1:]...)
+	// The new process stops with the cluster (Stop), after the test's processes that use
+	// it, as the first one would have: their cleanups may still ask it (FailOnForbidden).
+	// envtest's own Stop then finds its process gone.
+	startProcess(withClusterStop{tb, c}, "kube-apiserver/"+c.Name, nil, argv[0], argv[1:]...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Back means ready for what tests do next, not only answering: /readyz says ok, and a
@@ -88,4 +89,16 @@ func findProcess(tb testing.TB, name, arg string) (int, []string) {
 	}
 	tb.Fatalf("harness: no %s process with %s", name, arg)
 	return 0, nil
+}
+
+// withClusterStop is tb with its cleanups run when the cluster stops instead.
+type withClusterStop struct {
+	testing.TB
+	c *Cluster
+}
+
+func (w withClusterStop) Cleanup(f func()) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	w.c.stops = append(w.c.stops, f)
 }

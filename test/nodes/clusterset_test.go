@@ -120,7 +120,12 @@ func dropClusterset(t *testing.T) {
 	t.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
+	if shared.clusters == nil {
+		return
+	}
+	start := time.Now()
 	shared.drop(t.Failed())
+	t.Logf("the shared clusters stopped in %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 // drop stops the shared clusters; the caller holds mu.

@@ -145,7 +145,7 @@ func TestManualOnNodes(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "sh", "-c",
-				`end=$(($(date +%s)+40)); while [ $(date +%s) -lt $end ]; do r=$(nslookup echo.dynamo.svc.clusterset.local. 2>&1); case "$r" in *NXDOMAIN*) echo NXDOMAIN;; *SERVFAIL*) echo SERVFAIL;; *"Address: "*) echo ok;; *) echo timeout;; esac; sleep 0.2; done`)
+				`rm -f /tmp/dns-stop; end=$(($(date +%s)+90)); while [ ! -e /tmp/dns-stop ] && [ $(date +%s) -lt $end ]; do r=$(nslookup echo.dynamo.svc.clusterset.local. 2>&1); case "$r" in *NXDOMAIN*) echo NXDOMAIN;; *SERVFAIL*) echo SERVFAIL;; *"Address: "*) echo ok;; *) echo timeout;; esac; sleep 0.2; done`)
 			done <- result{out, err}
 		}()
 		time.Sleep(3 * time.Second)
@@ -157,7 +157,26 @@ func TestManualOnNodes(t *testing.T) {
 			t.Fatalf("rollout status: %v %s", err, out)
 		}
 		t.Logf("FIGURE CoreDNS rolled out in %s", time.Since(restarted).Round(100*time.Millisecond))
+		// The queries go on until the old pod is gone, and 5 s after: the whole restart,
+		// kube-proxy's rules for the old pod's endpoint removed included.
+		harness.Eventually(t, "euw1-a's old CoreDNS pod gone", 90*time.Second, func() string {
+			var pods corev1.PodList
+			if err := euw1.Client.List(context.Background(), &pods, client.InNamespace("kube-system"), client.MatchingLabels{"k8s-app": "kube-dns"}); err != nil {
+				return err.Error()
+			}
+			for _, p := range pods.Items {
+				if !p.CreationTimestamp.After(restarted.Add(-time.Second)) || p.DeletionTimestamp != nil {
+					return "still there: " + p.Name
+				}
+			}
+			return ""
+		})
+		time.Sleep(5 * time.Second)
+		if out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "touch", "/tmp/dns-stop"); err != nil {
+			t.Fatalf("stop the queries: %v %s", err, out)
+		}
 		r := <-done
+		t.Logf("FIGURE the queries ran %s, until 5 s after the old CoreDNS pod was gone", time.Since(restarted.Add(-3*time.Second)).Round(100*time.Millisecond))
 		counts := map[string]int{}
 		for _, l := range strings.Fields(r.out) {
 			counts[l]++
