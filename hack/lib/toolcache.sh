@@ -30,7 +30,10 @@ toolcache() {
   if [ -f "$kept/.complete" ]; then
     for o in "${outs[@]}"; do
       mkdir -p "$(dirname "$o")"
-      cp -p "$kept/$(basename "$o")" "$o.tmp" && mv -f "$o.tmp" "$o"
+      # A hard link where the cache and the checkout share a file system (no bytes copied:
+      # the Kubernetes binaries are about 500 MB), else a copy.
+      ln -f "$kept/$(basename "$o")" "$o.tmp" 2>/dev/null || cp -p "$kept/$(basename "$o")" "$o.tmp"
+      mv -f "$o.tmp" "$o"
     done
     touch "$kept"
     echo ">> $name: kept build ($kept)" >&2
@@ -39,6 +42,8 @@ toolcache() {
   local start
   start=$(date +%s)
   echo ">> building $name" >&2
+  # An OUT may be a link to a kept build: the build writes a new file, never into that one.
+  rm -f "${outs[@]}"
   "$@"
   echo ">> $name built in $(( $(date +%s) - start ))s" >&2
   # Keep it: written aside, then renamed, so a concurrent build never reads half a file.

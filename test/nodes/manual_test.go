@@ -172,7 +172,7 @@ func TestManualOnNodes(t *testing.T) {
 			return ""
 		})
 		time.Sleep(5 * time.Second)
-		if out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "touch", "/tmp/dns-stop"); err != nil {
+		if out, err := euw1.Kubectl("exec", "-n", "dynamo", "client", "--", "sh", "-c", ": > /tmp/dns-stop"); err != nil {
 			t.Fatalf("stop the queries: %v %s", err, out)
 		}
 		r := <-done
