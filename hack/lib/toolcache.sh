@@ -32,8 +32,11 @@ toolcache() {
       mkdir -p "$(dirname "$o")"
       # A hard link where the cache and the checkout share a file system (no bytes copied:
       # the Kubernetes binaries are about 500 MB), else a copy.
-      ln -f "$kept/$(basename "$o")" "$o.tmp" 2>/dev/null || cp -p "$kept/$(basename "$o")" "$o.tmp"
-      mv -f "$o.tmp" "$o"
+      # A link already in place (a second `make tools`) stays.
+      if [ ! "$o" -ef "$kept/$(basename "$o")" ]; then
+        ln -f "$kept/$(basename "$o")" "$o.tmp" 2>/dev/null || cp -p "$kept/$(basename "$o")" "$o.tmp"
+        mv -f "$o.tmp" "$o"
+      fi
     done
     touch "$kept"
     echo ">> $name: kept build ($kept)" >&2
