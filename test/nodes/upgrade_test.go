@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -220,6 +221,41 @@ controller:
 			return ""
 		})
 	}
+	// settle waits until every cluster's lease was renewed after since (each controller
+	// renews every 10 s): a change has then gone through a renewal of every cluster, and
+	// an outage it caused would have begun.
+	settle := func(what string, since time.Time) {
+		t.Helper()
+		pf := use1.PortForward(t, "mcs-system", "deployment/mcs-registry", 8080)
+		harness.Eventually(t, what+": every cluster's lease renewed since", time.Minute, func() string {
+			resp, err := rest.Get(scheme + "://127.0.0.1:" + pf + "/v1/clustersets/prod/clusters")
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			var list struct {
+				Clusters []struct {
+					ClusterID string `json:"clusterId"`
+					Lease     struct {
+						RenewTime time.Time `json:"renewTime"`
+					} `json:"lease"`
+				} `json:"clusters"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+				return fmt.Sprintf("%s: %v", resp.Status, err)
+			}
+			renewed := 0
+			for _, c := range list.Clusters {
+				if c.Lease.RenewTime.After(since) {
+					renewed++
+				}
+			}
+			if renewed < len(clusters) {
+				return fmt.Sprintf("%d of %d clusters renewed since %s: %+v", renewed, len(clusters), since.Format(time.RFC3339Nano), list.Clusters)
+			}
+			return ""
+		})
+	}
 	step := func(what string, fn func()) {
 		t.Helper()
 		began := time.Now()
@@ -240,7 +276,8 @@ controller:
 			wantImage(t, c, "mcs-controller", harness.ProjectImage)
 		})
 	}
-	settle()
+	// Every controller release is upgraded: each cluster renews through its new controller.
+	settle("after the upgrade", time.Now())
 	upgraded := scrape.counts()
 
 	// A rollback of one controller release: the earlier controller against the current registry.
@@ -248,7 +285,7 @@ controller:
 		controllers["usw2-a"].Rollback(t)
 		wantImage(t, usw2, "mcs-controller", from.image.Ref)
 	})
-	settle()
+	settle("after the rollback", time.Now())
 	end := scrape.stop()
 
 	// The figures.
@@ -323,9 +360,6 @@ func wantImage(t *testing.T, c *harness.Cluster, deployment, image string) {
 		return ""
 	})
 }
-
-// settle lets a change finish: each lease renews (every 10 s) and the imports settle.
-func settle() { time.Sleep(12 * time.Second) }
 
 // grepAny returns the lines of s that contain any of subs.
 func grepAny(s string, subs ...string) string {
