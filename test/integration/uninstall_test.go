@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -115,11 +117,27 @@ func TestUninstallCleanup(t *testing.T) {
 		t.Fatalf("without the controller, a deleted ServiceExport should wait on its finalizer: %v %+v", err, se.ObjectMeta)
 	}
 
+	// helm uninstall deletes the controller's RBAC with its Deployment, so a stopping
+	// replica cannot release the Lease: it stays held by a pod that is gone. Cleanup waits
+	// it out, unless told the controller's Deployment, whose gone pod holds nothing.
+	lease := &coordinationv1.Lease{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: harness.ReleaseNamespace, Name: "mcs-controller.multicluster.dynamo.nvidia.com"}, lease); err != nil {
+		t.Fatal(err)
+	}
+	holder, renewed, secs := "mcs-controller-7c9b6d5f4-hz2lw_3b663310-9691-4d06-86dd-0b58310a3723", metav1.NowMicro(), int32(60)
+	lease.Spec.HolderIdentity, lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &holder, &renewed, &secs
+	if err := a.Client.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCleanup(t, a, "--wait=2s"); code != 1 || !strings.Contains(out, "still holds the leader Lease") {
+		t.Fatalf("cleanup with the Lease held by a gone pod, without --controller-deployment: exit %d\n%s", code, out)
+	}
+
 	// Cluster a imports its own exports too.
 	importedA := managed(t, a)
-	out, code = runCleanup(t, a)
+	out, code = runCleanup(t, a, "--wait=2s", "--controller-deployment=mcs-controller")
 	if code != 0 || !strings.Contains(out, "removed the finalizer from 2 ServiceExports; deleted 1 ServiceExports made from the dynamo.nvidia.com/mcs-export label, "+importedA) {
-		t.Fatalf("cleanup of a: exit %d\n%s", code, out)
+		t.Fatalf("cleanup of a, its Lease held by a pod that is gone: exit %d\n%s", code, out)
 	}
 	waitGone(t, a, serviceExport("dynamo", "svc"))
 	waitGone(t, a, serviceExport("dynamo", "by-label"))
@@ -139,7 +157,7 @@ func TestUninstallCleanup(t *testing.T) {
 
 	// Idempotent: a second run changes nothing.
 	for _, c := range cls {
-		out, code = runCleanup(t, c)
+		out, code = runCleanup(t, c, "--controller-deployment=mcs-controller") // as the chart runs it
 		if code != 0 || !strings.Contains(out, "removed the finalizer from 0 ServiceExports; deleted 0 ServiceExports made from the dynamo.nvidia.com/mcs-export label, 0 ServiceImports, 0 derived Services and 0 EndpointSlices") {
 			t.Fatalf("second cleanup of %s: exit %d\n%s", c.Name, code, out)
 		}

@@ -122,7 +122,13 @@ func (st *Store) SyncExports(ctx context.Context, k store.ClusterKey, exports []
 	}
 	mine := map[store.ServiceKey]priorItem{}
 	for _, it := range items {
-		ek, _ := exportKeyFrom(it) // clusterItems returns the cluster's, by their keys
+		// clusterItems returns the cluster's own items; a keys item may still name a
+		// malformed key that an item was written at.
+		ek, err := exportKeyFrom(it)
+		if err != nil {
+			st.badItem(pk(k.Clusterset), getS(it, attrSK), err)
+			continue
+		}
 		mine[ek.Service] = priorItem{prior: *st.priorFrom(ctx, k.Clusterset, it), sum: getB(it, "sum"), update: fromMs(getN(it, "updateMs"))}
 	}
 	keep := make(map[store.ServiceKey]bool, len(exports))
